@@ -1,0 +1,1 @@
+"""Recipe brain: deterministic kernel generation, one recipe per Technique."""

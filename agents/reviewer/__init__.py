@@ -1,0 +1,1 @@
+"""Reviewer: sandboxed compile, correctness, timing and profiling of candidates."""

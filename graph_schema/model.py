@@ -1,0 +1,247 @@
+"""Typed nodes and relationships of the kskill graph (ARCHITECTURE 3.2 and 3.3).
+
+Every node kind has a pydantic model validated before it is written; every relationship
+kind is listed in RELATIONSHIPS with the labels it may join. Property values are kept to
+what both FalkorDB and Neo4j store: strings, numbers, booleans and lists of those.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.:\-]*$")
+Status = Literal["accepted", "proposed", "rejected"]
+Scalar = str | int | float | bool
+
+
+def stable_id(prefix: str, *parts: Any) -> str:
+    """A short content-derived id: the same parts always give the same id."""
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return f"{prefix}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+class Node(BaseModel):
+    """Base of all node kinds: a stable id and the label it is stored under."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    label: ClassVar[str] = ""
+
+    id: str
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_stable(cls, value: str) -> str:
+        if not ID_PATTERN.match(value):
+            raise ValueError(f"id {value!r} must be lower-case letters, digits and _ . : -")
+        return value
+
+    def properties(self) -> dict[str, Any]:
+        """The properties as stored: None dropped, since neither engine stores null."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+# --- long-term memory -------------------------------------------------------------------
+
+MetricSource = Literal["ncu", "torch_profiler", "static", "problem", "derived"]
+MetricType = Literal["number", "bool", "string"]
+ConditionOp = Literal["<", "<=", ">", ">=", "==", "!=", "in", "is_true"]
+
+
+class Metric(Node):
+    """One name in the observation vocabulary."""
+
+    label: ClassVar[str] = "Metric"
+    name: str
+    description: str
+    unit: str = ""
+    source: MetricSource
+    type: MetricType = "number"
+    ncu_names: list[str] = Field(default_factory=list)  # raw Nsight Compute names that map here
+
+
+class Condition(Node):
+    """A machine-evaluable predicate over one metric; its id is derived from its content."""
+
+    label: ClassVar[str] = "Condition"
+    metric: str
+    op: ConditionOp
+    value: Scalar | list[Scalar] | None = None
+    text: str = ""  # human-readable form, filled in by `of`
+
+    @model_validator(mode="after")
+    def _value_fits_op(self) -> Condition:
+        if self.op == "is_true" and self.value is not None:
+            raise ValueError("is_true takes no value")
+        if self.op == "in" and not isinstance(self.value, list):
+            raise ValueError("'in' needs a list value")
+        if self.op not in ("is_true", "in") and (self.value is None or isinstance(self.value, list)):
+            raise ValueError(f"{self.op!r} needs a single value")
+        return self
+
+    @classmethod
+    def of(cls, metric: str, op: str, value: Any = None) -> Condition:
+        text = f"{metric} is true" if op == "is_true" else f"{metric} {op} {value!r}"
+        return cls(id=stable_id("cond", metric, op, value), metric=metric, op=op, value=value, text=text)
+
+
+class Bottleneck(Node):
+    label: ClassVar[str] = "Bottleneck"
+    name: str
+    description: str
+    status: Status = "accepted"
+    origin: str = "builtin"
+    created_at: str = ""
+
+
+class Technique(Node):
+    label: ClassVar[str] = "Technique"
+    name: str
+    description: str
+    playbook: str = ""
+    recipe: str = ""  # key of the recipe brain's implementation; empty when it has none
+    status: Status = "accepted"
+    origin: str = "builtin"
+    created_at: str = ""
+
+
+FailureClass = Literal["compile", "runtime", "numeric", "timeout", "cheating", "memory", "other"]
+
+
+class FailurePattern(Node):
+    label: ClassVar[str] = "FailurePattern"
+    name: str
+    description: str
+    failure_class: FailureClass
+    patterns: list[str] = Field(default_factory=list)  # regular expressions over the error log
+    remedy: str
+    status: Status = "accepted"
+    origin: str = "builtin"
+    created_at: str = ""
+
+
+SourceKind = Literal["paper", "guide", "note", "corpus", "builtin", "documentation"]
+
+
+class Source(Node):
+    label: ClassVar[str] = "Source"
+    kind: SourceKind
+    title: str
+    uri: str = ""
+    citation: str = ""
+    content_hash: str = ""
+    created_at: str = ""
+
+
+class Evidence(Node):
+    label: ClassVar[str] = "Evidence"
+    quote: str
+    location: str = ""  # "p. 4", "offset 1200", "section Coalescing"
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    created_at: str = ""
+
+
+# --- short-term memory --------------------------------------------------------------------
+
+
+class Run(Node):
+    label: ClassVar[str] = "Run"
+    problem: str
+    gpu: str = ""
+    config: str = ""  # JSON text of the run's settings
+    status: str = "running"
+    started_at: str = ""
+    finished_at: str = ""
+
+
+class Attempt(Node):
+    label: ClassVar[str] = "Attempt"
+    run_id: str
+    n: int
+    kind: Literal["seed", "optimize", "repair", "reference"]
+    code_hash: str
+    status: str
+    runtime_ms: float | None = None
+    speedup: float | None = None
+    correct: bool | None = None
+    params: str = ""  # JSON text of the recipe parameters
+
+
+class Decision(Node):
+    label: ClassVar[str] = "Decision"
+    tier: str  # "rule" when conditions matched, "fallback" when retrieval chose
+    case: str  # one line saying why
+    created_at: str = ""
+
+
+class Observation(Node):
+    label: ClassVar[str] = "Observation"
+    metric: str
+    value: Scalar | None = None
+    available: bool = True
+
+
+class Failure(Node):
+    label: ClassVar[str] = "Failure"
+    failure_class: str
+    message: str
+
+
+class Migration(Node):
+    label: ClassVar[str] = "Migration"
+    applied_at: str = ""
+
+
+class SkillBase(Node):
+    label: ClassVar[str] = "SkillBase"
+    version: str
+    content_hash: str
+    loaded_at: str = ""
+
+
+NODE_TYPES: dict[str, type[Node]] = {
+    cls.label: cls
+    for cls in (
+        Metric, Condition, Bottleneck, Technique, FailurePattern, Source, Evidence,
+        Run, Attempt, Decision, Observation, Failure, Migration, SkillBase,
+    )
+}
+
+# relationship type -> the (start label, end label) pairs it may join
+RELATIONSHIPS: dict[str, set[tuple[str, str]]] = {
+    "DETECTED_BY": {("Bottleneck", "Condition")},
+    "ADDRESSED_BY": {("Bottleneck", "Technique")},
+    "REQUIRES": {("Technique", "Condition")},
+    "FORBIDDEN_WHEN": {("Technique", "Condition")},
+    "CONFLICTS_WITH": {("Technique", "Technique")},
+    "REMEDIED_BY": {("FailurePattern", "Technique")},
+    "MEASURED_BY": {("Condition", "Metric")},
+    "SUPPORTED_BY": {(k, "Evidence") for k in ("Bottleneck", "Technique", "FailurePattern", "Condition", "Metric")}
+    | {("ADDRESSED_BY", "Evidence")},
+    "FROM": {("Evidence", "Source")},
+    "HAS_ATTEMPT": {("Run", "Attempt")},
+    "DERIVED_FROM": {("Attempt", "Attempt")},
+    "APPLIED": {("Attempt", "Technique")},
+    "DECIDED_BY": {("Attempt", "Decision")},
+    "OBSERVED": {("Decision", "Observation")},
+    "MATCHED": {("Decision", "Bottleneck"), ("Decision", "Condition")},
+    "SELECTED": {("Decision", "Technique")},
+    "REJECTED": {("Decision", "Technique")},
+    "FAILED_WITH": {("Attempt", "Failure")},
+    "MATCHES": {("Failure", "FailurePattern")},
+}
+
+
+class AddressedBy(BaseModel):
+    """Properties of a Bottleneck -> Technique edge, including what use has taught."""
+
+    model_config = ConfigDict(extra="forbid")
+    priority: int = Field(ge=0, le=100)
+    expected_gain: float = Field(ge=1.0)  # a speedup factor, 1.0 means none expected
+    trials: int = 0
+    successes: int = 0
+    mean_gain: float = 1.0
