@@ -32,6 +32,8 @@ class Node(BaseModel):
     label: ClassVar[str] = ""
 
     id: str
+    origin: str = ""  # "builtin", or what wrote the node: "ingest", "run"
+    created_at: str = ""  # set by the store on creation
 
     @field_validator("id")
     @classmethod
@@ -41,8 +43,8 @@ class Node(BaseModel):
         return value
 
     def properties(self) -> dict[str, Any]:
-        """The properties as stored: None dropped, since neither engine stores null."""
-        return {k: v for k, v in self.model_dump().items() if v is not None}
+        """The properties as stored: None and empty strings dropped (neither engine stores null)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None and v != ""}
 
 
 # --- long-term memory -------------------------------------------------------------------
@@ -94,8 +96,6 @@ class Bottleneck(Node):
     name: str
     description: str
     status: Status = "accepted"
-    origin: str = "builtin"
-    created_at: str = ""
 
 
 class Technique(Node):
@@ -105,8 +105,6 @@ class Technique(Node):
     playbook: str = ""
     recipe: str = ""  # key of the recipe brain's implementation; empty when it has none
     status: Status = "accepted"
-    origin: str = "builtin"
-    created_at: str = ""
 
 
 FailureClass = Literal["compile", "runtime", "numeric", "timeout", "cheating", "memory", "other"]
@@ -120,8 +118,6 @@ class FailurePattern(Node):
     patterns: list[str] = Field(default_factory=list)  # regular expressions over the error log
     remedy: str
     status: Status = "accepted"
-    origin: str = "builtin"
-    created_at: str = ""
 
 
 SourceKind = Literal["paper", "guide", "note", "corpus", "builtin", "documentation"]
@@ -134,7 +130,6 @@ class Source(Node):
     uri: str = ""
     citation: str = ""
     content_hash: str = ""
-    created_at: str = ""
 
 
 class Evidence(Node):
@@ -142,7 +137,6 @@ class Evidence(Node):
     quote: str
     location: str = ""  # "p. 4", "offset 1200", "section Coalescing"
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    created_at: str = ""
 
 
 # --- short-term memory --------------------------------------------------------------------
@@ -175,7 +169,6 @@ class Decision(Node):
     label: ClassVar[str] = "Decision"
     tier: str  # "rule" when conditions matched, "fallback" when retrieval chose
     case: str  # one line saying why
-    created_at: str = ""
 
 
 class Observation(Node):
@@ -220,8 +213,7 @@ RELATIONSHIPS: dict[str, set[tuple[str, str]]] = {
     "CONFLICTS_WITH": {("Technique", "Technique")},
     "REMEDIED_BY": {("FailurePattern", "Technique")},
     "MEASURED_BY": {("Condition", "Metric")},
-    "SUPPORTED_BY": {(k, "Evidence") for k in ("Bottleneck", "Technique", "FailurePattern", "Condition", "Metric")}
-    | {("ADDRESSED_BY", "Evidence")},
+    "SUPPORTED_BY": {(k, "Evidence") for k in ("Bottleneck", "Technique", "FailurePattern", "Condition", "Metric")},
     "FROM": {("Evidence", "Source")},
     "HAS_ATTEMPT": {("Run", "Attempt")},
     "DERIVED_FROM": {("Attempt", "Attempt")},

@@ -1,0 +1,50 @@
+"""Numbered schema migrations, each recorded in the store as a Migration node when applied.
+
+A migration is a function of the store; it must be safe to run again (constraints and
+indexes are created only when missing). New migrations are appended, never edited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from . import queries
+from .model import NODE_TYPES
+from .store import GraphStore
+
+
+def m001_unique_ids(store: GraphStore) -> None:
+    """Every node kind is keyed by a unique id."""
+    for label in NODE_TYPES:
+        store.ensure_unique(label, "id")
+
+
+def m002_lookup_indexes(store: GraphStore) -> None:
+    """Indexes the Planner, the audit and ingest filter on."""
+    for label, prop in [("Attempt", "run_id"), ("Attempt", "code_hash"), ("Condition", "metric"),
+                        ("Source", "content_hash"), ("Technique", "status"), ("Bottleneck", "status")]:
+        store.ensure_index(label, prop)
+
+
+MIGRATIONS: list[tuple[str, Callable[[GraphStore], None]]] = [
+    ("m001", m001_unique_ids),
+    ("m002", m002_lookup_indexes),
+]
+
+
+def migrate(store: GraphStore) -> list[str]:
+    """Apply the migrations the store has not recorded yet; return their ids."""
+    done = {row["id"] for row in store.run(queries.APPLIED_MIGRATIONS)}
+    applied = []
+    for mid, step in MIGRATIONS:
+        if mid in done:
+            continue
+        step(store)
+        store.write(queries.RECORD_MIGRATION, {"id": mid, "now": now_iso()})
+        applied.append(mid)
+    return applied
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,90 @@
+"""The GraphStore port: the one interface every part of kskill uses to reach the graph.
+
+Two adapters implement it and run the same Cypher text: the embedded FalkorDB server that
+kskill starts itself (embedded.py) and Neo4j through the official driver (neo4j_store.py).
+Where the engines differ (constraint and index DDL) the adapter owns the difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+NEO4J_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
+
+
+class GraphStore(ABC):
+    """Run parameterised Cypher; rows come back as plain dicts of plain values."""
+
+    engine: str = ""
+    location: str = ""
+
+    @abstractmethod
+    def run(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Run a query and return its rows."""
+
+    def write(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Run a query that changes the graph."""
+        return self.run(query, params)
+
+    @abstractmethod
+    def transaction(self) -> contextlib.AbstractContextManager[GraphStore]:
+        """A unit of work: all writes inside it land together or not at all."""
+
+    @abstractmethod
+    def ensure_unique(self, label: str, prop: str) -> None:
+        """Create a uniqueness constraint (and its index) unless it exists."""
+
+    @abstractmethod
+    def ensure_index(self, label: str, prop: str) -> None:
+        """Create a property index unless it exists."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections (and, for the embedded store, the server when no one else uses it)."""
+
+    def __enter__(self) -> GraphStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(uri: str, home: Path, *, user: str = "neo4j", password: str = "",
+               graph_name: str = "kskill") -> GraphStore:
+    """Open the store a URI names: `embedded` (the default) or a Neo4j URI.
+
+    Schema migrations are applied on open, so callers always see the current schema.
+    """
+    from .migrations import migrate
+
+    store: GraphStore
+    if uri in ("", "embedded"):
+        from .embedded import EmbeddedStore
+
+        store = EmbeddedStore(home / "graph", graph_name=graph_name)
+    elif uri.startswith(NEO4J_SCHEMES):
+        from .neo4j_store import Neo4jStore
+
+        store = Neo4jStore(uri, user=user, password=password)
+    else:
+        raise ConfigError(
+            f"graph URI {uri!r} is not understood: use 'embedded' or a bolt://, neo4j:// or neo4j+s:// URI"
+        )
+    try:
+        migrate(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+@contextlib.contextmanager
+def no_transaction(store: GraphStore) -> Iterator[GraphStore]:
+    """For engines whose single queries are already atomic: yield the store itself."""
+    yield store

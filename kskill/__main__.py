@@ -1,0 +1,5 @@
+"""`python -m kskill`."""
+
+from kskill.cli import main
+
+main()

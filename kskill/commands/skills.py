@@ -1,0 +1,91 @@
+"""`kskill skills list|show|search`: browse the long-term memory."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kskill.app import App, emit_json, json_option, pass_app
+from kskill.graph_schema import queries
+from kskill.graph_schema.errors import KskillError
+
+KINDS = {"bottleneck": "Bottleneck", "technique": "Technique", "failure": "FailurePattern"}
+kind_option = click.option("--kind", type=click.Choice(sorted(KINDS)), default=None, help="Only this kind.")
+
+
+@click.group()
+def skills() -> None:
+    """Browse bottlenecks, techniques and failure patterns."""
+
+
+@skills.command("list")
+@kind_option
+@click.option("--status", type=click.Choice(["accepted", "proposed", "rejected"]), default=None)
+@json_option
+@pass_app
+def list_cmd(app: App, kind: str | None, status: str | None, as_json: bool) -> None:
+    """List skills in the graph."""
+    rows = app.store().run(queries.LIST_SKILLS, {"kind": KINDS.get(kind or ""), "status": status})
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("kind", "id", "name", "status", "origin")
+    for r in rows:
+        table.add_row(r["kind"], r["id"], r["name"], r["status"], r["origin"])
+    Console().print(table)
+
+
+@skills.command()
+@click.argument("skill_id")
+@json_option
+@pass_app
+def show(app: App, skill_id: str, as_json: bool) -> None:
+    """Show one node: properties, relationships, and the evidence behind it."""
+    store = app.store()
+    found = store.run(queries.NODE_BY_ID, {"id": skill_id})
+    if not found:
+        raise KskillError(f"no node with id {skill_id!r}; `kskill skills list` shows the ids")
+    detail = {
+        "kind": found[0]["kind"],
+        "properties": found[0]["props"],
+        "relationships": store.run(queries.NODE_NEIGHBOURS, {"id": skill_id}),
+        "evidence": store.run(queries.NODE_EVIDENCE, {"id": skill_id}),
+    }
+    if as_json:
+        emit_json(detail)
+        return
+    console = Console()
+    props = detail["properties"]
+    console.print(f"[bold]{detail['kind']} {skill_id}[/]: {props.get('name', '')}")
+    for key in ("description", "playbook", "remedy", "recipe", "status", "origin"):
+        if props.get(key):
+            console.print(f"[cyan]{key}[/]: {props[key]}")
+    for rel in detail["relationships"]:
+        arrow = f"-[:{rel['rel']}]->" if rel["outgoing"] else f"<-[:{rel['rel']}]-"
+        extra = {k: v for k, v in (rel["props"] or {}).items() if k not in ("origin", "key")}
+        console.print(f"  {arrow} {rel['kind']} {rel['id']} {rel['name'] if rel['name'] != rel['id'] else ''} "
+                      f"{extra or ''}")
+    for ev in detail["evidence"]:
+        console.print(f'  [green]evidence[/] "{ev["quote"]}" — {ev["source"]} {ev["location"] or ""}')
+
+
+@skills.command()
+@click.argument("text")
+@kind_option
+@click.option("-k", "limit", default=10, show_default=True, help="How many results.")
+@json_option
+@pass_app
+def search(app: App, text: str, kind: str | None, limit: int, as_json: bool) -> None:
+    """Find skills by text."""
+    if not text.strip():
+        raise click.BadParameter("give some text to search for", param_hint="TEXT")
+    rows = app.store().run(queries.SEARCH_SKILLS_TEXT, {"text": text.strip().lower(), "limit": limit})
+    rows = [r for r in rows if kind is None or r["kind"] == KINDS[kind]]
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("kind", "id", "name")
+    for r in rows:
+        table.add_row(r["kind"], r["id"], r["name"])
+    Console().print(table)
