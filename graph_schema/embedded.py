@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .errors import GraphError, StoreUnavailable
 from .store import GraphStore
@@ -121,8 +123,9 @@ class EmbeddedServer:
     # -- internals -----------------------------------------------------------------------
 
     def _client(self, timeout: float | None) -> redis.Redis:
+        # No client-side retries: a dead server must be noticed at once, not after back-off sleeps.
         return redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=timeout,
-                           socket_connect_timeout=timeout)
+                           socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0))
 
     def _prepare_dir(self) -> None:
         home = self.data_dir.parent
@@ -295,7 +298,7 @@ class EmbeddedStore(GraphStore):
     def _connect(self) -> None:
         from falkordb import FalkorDB
 
-        self._db = FalkorDB(unix_socket_path=str(self.server.socket_path))
+        self._db = FalkorDB(unix_socket_path=str(self.server.socket_path), retry=Retry(NoBackoff(), 0))
         self._graph = self._db.select_graph(self.graph_name)
 
     def _query(self, query: str, params: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -409,12 +412,15 @@ def _wait_exit(pid: int, timeout: float) -> bool:
 
 
 def _socket_accepts(path: Path) -> bool:
+    """True while some process listens on the socket (a busy listener counts: only refusal is stale)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.5)
         try:
             probe.connect(str(path))
-        except OSError:
+        except (ConnectionRefusedError, FileNotFoundError):
             return False
+        except OSError:
+            return True
     return True
 
 

@@ -1,0 +1,75 @@
+"""Shared fixtures: a private KSKILL_HOME per test session, and real embedded graph stores.
+
+One embedded FalkorDB server serves the whole session; each test gets a graph of its own
+(FalkorDB keeps many named graphs on one server), so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_graph_numbers = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test touches the user's real data directory or settings."""
+    home = tmp_path_factory.getbasetemp() / "kskill-home"
+    monkeypatch.setenv("KSKILL_HOME", str(home))
+    for var in ("KSKILL_GRAPH_URI", "KSKILL_CONFIG", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KSKILL_LLM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def graph_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("graph-home")
+    yield home
+    from kskill.graph_schema.embedded import EmbeddedServer
+
+    EmbeddedServer(home / "graph").shutdown()
+
+
+@pytest.fixture
+def empty_store(graph_home: Path):
+    """A real embedded store with the schema and nothing else, in a graph of its own."""
+    from kskill.graph_schema.store import open_store
+
+    store = open_store("embedded", graph_home, graph_name=f"test{os.getpid()}_{next(_graph_numbers)}")
+    yield store
+    store.write("MATCH (n) DETACH DELETE n")
+    store.close()
+
+
+@pytest.fixture
+def store(empty_store):
+    """A real embedded store with the built-in skill base loaded."""
+    from kskill.graph_schema.skillbase import ensure_builtin
+
+    ensure_builtin(empty_store)
+    return empty_store
+
+
+def neo4j_uri() -> str | None:
+    return os.environ.get("KSKILL_NEO4J_URI") or None
+
+
+@pytest.fixture
+def neo4j_store():
+    """A Neo4j store, only where KSKILL_NEO4J_URI names a server (none can be installed in CI)."""
+    uri = neo4j_uri()
+    if uri is None:
+        pytest.skip("KSKILL_NEO4J_URI is not set: no Neo4j server to test against")
+    from kskill.graph_schema.store import open_store
+
+    store = open_store(uri, Path("."), user=os.environ.get("NEO4J_USER", "neo4j"),
+                       password=os.environ.get("NEO4J_PASSWORD", ""))
+    store.write("MATCH (n) DETACH DELETE n")
+    yield store
+    store.write("MATCH (n) DETACH DELETE n")
+    store.close()
