@@ -312,10 +312,18 @@ class EmbeddedStore(GraphStore):
     def _commit(self, pending: list[tuple[str, dict[str, Any]]]) -> None:
         if not pending:
             return
+        texts = [(self._graph._build_params_header(params) if params else "") + query for query, params in pending]
+        # FalkorDB cannot roll back a MULTI block, so every statement is planned first
+        # (GRAPH.EXPLAIN parses and plans without running): a bad statement stops the whole
+        # block before any of it runs.
+        for i, text in enumerate(texts):
+            try:
+                self._db.connection.execute_command("GRAPH.EXPLAIN", self.graph_name, text)
+            except redis.ResponseError as exc:
+                raise GraphError(f"statement {i + 1} of {len(texts)} in a transaction failed: {exc}") from exc
         pipe = self._db.connection.pipeline(transaction=True)
-        for query, params in pending:
-            header = self._graph._build_params_header(params) if params else ""
-            pipe.execute_command("GRAPH.QUERY", self.graph_name, header + query, "--compact")
+        for text in texts:
+            pipe.execute_command("GRAPH.QUERY", self.graph_name, text, "--compact")
         try:
             results = pipe.execute(raise_on_error=False)
         except (redis.ConnectionError, ConnectionError) as exc:

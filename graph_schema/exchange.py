@@ -92,12 +92,12 @@ def import_graph(store: GraphStore, path: Path) -> int:
         if not text.endswith(";"):
             raise GraphError(f"{path}:{number}: a statement must end with ';' on its line")
         statements.append((number, text[:-1]))
-    with store.transaction() as tx:
-        for number, text in statements:
-            try:
+    try:
+        with store.transaction() as tx:
+            for _, text in statements:
                 tx.write(text)
-            except GraphError as exc:
-                raise GraphError(f"{path}:{number}: {exc}") from exc
+    except GraphError as exc:
+        raise GraphError(f"{path}: nothing imported: {exc} (statements are counted without comments)") from exc
     return len(statements)
 
 

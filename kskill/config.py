@@ -30,9 +30,9 @@ ENVIRONMENT = {
 }
 
 
-def default_home() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "kskill"
+def default_home(env: dict[str, str]) -> Path:
+    home = env.get("HOME") or str(Path.home())
+    return Path(env.get("XDG_DATA_HOME") or Path(home) / ".local" / "share") / "kskill"
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Settings:
 def load_settings(environ: dict[str, str] | None = None, cwd: Path | None = None) -> Settings:
     env = dict(os.environ if environ is None else environ)
     cwd = cwd or Path.cwd()
-    home = Path(env.get("KSKILL_HOME") or default_home()).expanduser()
+    home = Path(env.get("KSKILL_HOME") or default_home(env)).expanduser()
     values: dict[str, Any] = {}
     config_file = _find_config(env, cwd, home)
     if config_file is not None:

@@ -1,0 +1,12 @@
+# The two commands the README opens with.
+.PHONY: demo test setup
+
+setup:
+	bash scripts/setup.sh --dev
+
+demo: setup
+	.venv/bin/kskill graph init
+	.venv/bin/kskill skills list --kind technique
+
+test: setup
+	.venv/bin/python -m pytest -q

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Create .venv and install kskill into it. Usage: scripts/setup.sh [--dev]
+#
+# torch: a CUDA build already importable by $PYTHON is reused (the venv then sees the system's
+# site-packages); otherwise torch==2.13.0 is pinned, which on the project's build machines is
+# the CPU build on local disk, so nothing downloads gigabytes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+extras=""
+[ "${1:-}" = "--dev" ] && extras="[dev]"
+
+if [ ! -x .venv/bin/python ]; then
+  if "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
+    echo "reusing the CUDA build of torch that $PYTHON has"
+    "$PYTHON" -m venv --system-site-packages .venv
+  else
+    "$PYTHON" -m venv .venv
+  fi
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  .venv/bin/python -m pip install -q "torch==2.13.0"
+fi
+.venv/bin/python -m pip install -q -e ".${extras}"
+echo "kskill installed in .venv: $(.venv/bin/kskill --version)"
