@@ -1,0 +1,160 @@
+"""Typed results of a review: options in, Review out, both serialisable to JSON.
+
+The worker subprocess answers with plain JSON; these models validate that answer at the
+boundary, so a malformed or forged result is refused rather than trusted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FailureClass = Literal["compile", "runtime", "numeric", "timeout", "cheating", "memory", "other"]
+Severity = Literal["reject", "warn", "info"]
+ObservationValue = float | int | bool | str
+
+
+class ReviewOptions(BaseModel):
+    """How to review. Defaults follow ARCHITECTURE section 6."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trials: int = Field(5, ge=1, description="correctness trials on fresh random inputs")
+    atol: float | None = Field(None, ge=0, description="absolute tolerance for every output (default per dtype)")
+    rtol: float | None = Field(None, ge=0, description="relative tolerance for every output (default per dtype)")
+    seed: int = 42
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    timing: bool = True
+    warmup_ms: float = Field(25.0, gt=0, description="GPU warm-up per function, as triton.testing.do_bench")
+    rep_ms: float = Field(100.0, gt=0, description="GPU measuring time per function, as do_bench")
+    min_reps: int = Field(20, ge=2)
+    max_reps: int = Field(1000, ge=2)
+    cpu_timing_reps: int = Field(3, ge=2, description="timed calls per function on the CPU (not representative)")
+    compile_reference: bool = Field(False, description="also time torch.compile of the reference")
+    profile: bool = True
+    ncu: bool = Field(True, description="collect Nsight Compute metrics when ncu and the counters are usable")
+    max_speedup: float = Field(10.0, gt=1, description="speedups above this are re-verified and flagged")
+    static_checks: bool = Field(True, description="reject candidates whose source fails the anti-cheat checks")
+    timeout_s: float = Field(300.0, gt=0, description="wall-clock limit for the whole candidate run")
+    ncu_timeout_s: float = Field(300.0, gt=0)
+    memory_limit_mb: int = Field(16384, ge=256, description="host memory limit of the worker")
+    gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
+    isolate_network: bool = True
+    keep_workdir: bool = False
+
+
+class Flag(BaseModel):
+    """One finding of the anti-cheat checks."""
+
+    code: str
+    severity: Severity
+    message: str
+    origin: Literal["static", "dynamic"]
+    line: int | None = None
+
+
+class OutputComparison(BaseModel):
+    """One output of one trial compared with the reference."""
+
+    output: int
+    dtype: str
+    shape: list[int]
+    reference_shape: list[int]
+    atol: float
+    rtol: float
+    passed: bool
+    numel: int = 0
+    mismatched: int = 0
+    max_abs_error: float = 0.0
+    max_abs_index: list[int] = Field(default_factory=list)
+    max_rel_error: float = 0.0  # |a - b| / max(|b|, atol): finite where the reference is zero
+    max_rel_index: list[int] = Field(default_factory=list)
+    message: str = ""
+
+
+class TrialResult(BaseModel):
+    trial: int
+    seed: int
+    passed: bool
+    outputs: list[OutputComparison] = Field(default_factory=list)
+    message: str = ""
+
+
+class Correctness(BaseModel):
+    trials_run: int = 0
+    trials_passed: int = 0
+    trials: list[TrialResult] = Field(default_factory=list)
+    reference_deterministic: bool | None = None
+    reference_self_max_abs_diff: float | None = None
+    parameters_copied: int = 0
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+
+
+class TimingStats(BaseModel):
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    p20_ms: float
+    p80_ms: float
+    n: int
+
+
+class Timing(BaseModel):
+    method: Literal["cuda_events", "perf_counter"]
+    representative: bool
+    note: str = ""
+    reference: TimingStats
+    candidate: TimingStats
+    compiled_reference: TimingStats | None = None
+    speedup: float
+    speedup_vs_compiled: float | None = None
+    l2_flush_bytes: int = 0
+    warmup_reps: int = 0
+
+
+class Isolation(BaseModel):
+    """What the sandbox could enforce for this run, so a reader knows what to trust."""
+
+    network_isolated: bool
+    network_note: str = ""
+    memory_limit_mb: int
+    memory_strategy: str
+    timeout_s: float
+    dropped_env: list[str] = Field(default_factory=list)
+
+
+class Review(BaseModel):
+    """The Reviewer's verdict on one candidate for one problem."""
+
+    problem: str
+    candidate_hash: str
+    device: str = "unknown"
+    compiled: bool = False
+    correct: bool = False
+    failure_class: FailureClass | None = None
+    failure_message: str = ""
+    failure_phase: str = ""
+    log: str = ""
+    correctness: Correctness | None = None
+    timing: Timing | None = None
+    observations: dict[str, ObservationValue] = Field(default_factory=dict)
+    unavailable: dict[str, str] = Field(default_factory=dict)
+    flags: list[Flag] = Field(default_factory=list)
+    profile: dict[str, Any] = Field(default_factory=dict)
+    isolation: Isolation | None = None
+    wall_time_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        """Compiled, correct and not rejected by any check."""
+        return self.compiled and self.correct and self.failure_class is None
+
+    def rejecting_flags(self) -> list[Flag]:
+        return [f for f in self.flags if f.severity == "reject"]
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(indent=indent)
