@@ -1,26 +1,25 @@
 """Profiling: torch.profiler inside the worker, Nsight Compute around it, both mapped to the
-Metric vocabulary (HELPERS "Shared names"). What cannot be measured is returned as
-unavailable with the reason; nothing is estimated in its place.
+Metric vocabulary. The raw ncu names and the combination rules come from the skill base's
+metrics.yaml (the one definition of the vocabulary). What cannot be measured is returned
+as unavailable with the reason; nothing is estimated in its place.
 
-Derived metrics, defined here because ncu does not name them:
-- roofline_fraction = max(sm_throughput_pct, memory_throughput_pct) / 100 (speed-of-light
-  fraction of the dominant kernel); headroom = 1 - roofline_fraction.
-- memory_bound: memory throughput above compute throughput and at least 60% of peak;
-  compute_bound: the converse (ncu's own rule of thumb; both false means latency-bound).
-- arithmetic_intensity = FP32+FP16+FP64 SASS FLOPs (FMA counted twice) / DRAM bytes;
-  unavailable when tensor cores ran, because their FLOPs are not in those counters.
-- memory_stall_share = share of the cycles between issues spent in memory stalls
-  (long/short scoreboard, LG/MIO/TEX throttle, drain, IMC miss).
+Nsight Compute reports one row per kernel; the observations describe the dominant kernel
+of the forward (the longest), and every profiled kernel is listed in the detail.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import io
+import math
 import re
 import time
 from collections.abc import Callable
+from importlib import resources
 from typing import Any
+
+import yaml
 
 # --- torch.profiler (worker side) ---------------------------------------------------------
 
@@ -78,43 +77,33 @@ def torch_profile(forward: Callable[[], Any], *, cuda: bool, calls: int = 5) -> 
 
 NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "Occupancy",
                 "LaunchStats", "WarpStateStats", "SourceCounters", "ComputeWorkloadAnalysis")
-FLOP_METRICS = {  # metric -> FLOPs per instruction
-    **{f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum": w
-       for p in ("f", "h", "d") for op, w in (("add", 1), ("mul", 1), ("fma", 2))},
-}
-NCU_EXTRA_METRICS = (*FLOP_METRICS, "dram__bytes.sum", "gpu__time_duration.sum")
-
-# Vocabulary name -> raw ncu names or regular expressions (first present wins).
-NCU_METRIC_MAP: dict[str, tuple[str, ...]] = {
-    "sm_throughput_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
-    "dram_throughput_pct": ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                            "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-    "l2_throughput_pct": ("lts__throughput.avg.pct_of_peak_sustained_elapsed",),
-    "l1_throughput_pct": ("l1tex__throughput.avg.pct_of_peak_sustained_active",),
-    "memory_throughput_pct": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),
-    "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
-    "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct",),
-    "registers_per_thread": ("launch__registers_per_thread",),
-    "branch_efficiency_pct": ("smsp__sass_average_branch_targets_threads_uniform.pct",),
-    "global_load_sectors_per_request": ("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio",),
-    "tensor_pipe_utilization_pct": (r"re:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active$",
-                                    r"re:^sm__inst_executed_pipe_tensor.*pct_of_peak_sustained_active$"),
-    "waves_per_sm": ("launch__waves_per_multiprocessor",),
-    "grid_size": ("launch__grid_size",),
-    "block_size": ("launch__block_size",),
-}
-STALL_PATTERN = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+NCU_EXTRA_METRICS = ("dram__bytes.sum", "gpu__time_duration.sum", "lts__t_sector_hit_rate.pct")
+INTEGER_METRICS = {"registers_per_thread", "grid_size", "block_size", "shared_mem_per_block_bytes",
+                   "shared_bank_conflicts", "dram_bytes"}
+# Metrics whose ncu names are combined rather than alternatives (as metrics.yaml describes them).
+SUMMED = {"shared_mem_per_block_bytes"}
+LARGEST = {"tensor_pipe_utilization_pct"}
+STALL_PATTERNS = (re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$"),
+                  re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+)$"))
 STALL_METRICS = {"long_scoreboard": "warp_stall_long_scoreboard_pct", "barrier": "warp_stall_barrier_pct",
-                 "math_pipe_throttle": "warp_stall_math_pipe_pct", "not_selected": "warp_stall_not_selected_pct"}
-MEMORY_STALLS = ("long_scoreboard", "short_scoreboard", "lg_throttle", "mio_throttle", "tex_throttle",
-                 "drain", "imc_miss")
-OCCUPANCY_LIMITS = {"registers": "launch__occupancy_limit_registers", "shared_memory":
-                    "launch__occupancy_limit_shared_mem", "warps": "launch__occupancy_limit_warps",
-                    "blocks": "launch__occupancy_limit_blocks"}
-NCU_VOCABULARY = (*NCU_METRIC_MAP, *STALL_METRICS.values(), "shared_mem_per_block_bytes", "occupancy_limiter",
-                  "shared_bank_conflicts")
-DERIVED_VOCABULARY = ("arithmetic_intensity", "roofline_fraction", "memory_bound", "compute_bound", "headroom",
-                      "memory_stall_share")
+                 "math_pipe_throttle": "warp_stall_math_pipe_pct",
+                 "not_selected": "warp_stall_not_selected_pct", "lg_throttle": "warp_stall_lg_throttle_pct"}
+OCCUPANCY_LIMITS = {"registers": "launch__occupancy_limit_registers",
+                    "shared_memory": "launch__occupancy_limit_shared_mem",
+                    "warps": "launch__occupancy_limit_warps", "blocks": "launch__occupancy_limit_blocks"}
+NCU_DERIVED = ("memory_bound", "compute_bound", "memory_stall_share", "wave_efficiency")
+
+
+@functools.lru_cache(maxsize=1)
+def ncu_vocabulary() -> dict[str, tuple[str, ...]]:
+    """Vocabulary name -> raw ncu names, for every metric with source ncu in metrics.yaml."""
+    text = (resources.files("kskill.graph_schema") / "skills" / "metrics.yaml").read_text(encoding="utf-8")
+    return {m["id"]: tuple(m.get("ncu_names") or ()) for m in yaml.safe_load(text) if m.get("source") == "ncu"}
+
+
+def ncu_metric_names() -> tuple[str, ...]:
+    """Every vocabulary name an ncu run can fill, the derived ones included."""
+    return (*ncu_vocabulary(), *NCU_DERIVED)
 
 
 def ncu_arguments(report_path: str) -> list[str]:
@@ -126,9 +115,9 @@ def ncu_arguments(report_path: str) -> list[str]:
     return args
 
 
-def _number(text: str) -> float | None:
+def _number(text: str | None) -> float | None:
     try:
-        return float(text.replace(",", ""))
+        return float(str(text).replace(",", ""))
     except ValueError:
         return None
 
@@ -154,86 +143,67 @@ def ncu_failure_reason(log: str) -> str:
     return "ncu failed: " + (errors[0].strip() if errors else "no report was written")
 
 
-def _lookup(row: dict[str, str], names: tuple[str, ...]) -> float | None:
-    for name in names:
-        if name.startswith("re:"):
-            pattern = re.compile(name[3:])
-            keys = [k for k in row if pattern.match(k)]
-        else:
-            keys = [name] if name in row else []
-        for key in keys:
-            value = _number(row[key])
-            if value is not None:
-                return value
-    return None
+def _values(row: dict[str, str], names: tuple[str, ...]) -> list[float]:
+    return [v for v in (_number(row.get(n)) for n in names) if v is not None]
+
+
+def _stall_shares(row: dict[str, str]) -> dict[str, float]:
+    """Each stall reason's percentage of the sum of all reasons (ratio metrics, else sampled counts)."""
+    for pattern in STALL_PATTERNS:
+        stalls = {m.group(1): _number(v) for k, v in row.items() if (m := pattern.match(k))}
+        stalls = {k: v for k, v in stalls.items() if v is not None and not k.endswith("not_issued")}
+        total = sum(stalls.values())
+        if stalls and total > 0:
+            return {k: 100.0 * v / total for k, v in stalls.items()}
+    return {}
 
 
 def ncu_observations(rows: list[dict[str, str]]) -> tuple[dict, dict, dict]:
     """(observations, unavailable, detail) of the dominant kernel (longest duration) of the forward."""
+    names = ncu_metric_names()
     if not rows:
-        reason = "ncu report held no kernel rows"
-        return {}, {n: reason for n in (*NCU_VOCABULARY, *DERIVED_VOCABULARY)}, {}
-    row = max(rows, key=lambda r: _number(r.get("gpu__time_duration.sum", "")) or 0.0)
+        return {}, {n: "ncu report held no kernel rows" for n in names}, {}
+    row = max(rows, key=lambda r: _number(r.get("gpu__time_duration.sum")) or 0.0)
     obs: dict[str, Any] = {}
-    for name, raw in NCU_METRIC_MAP.items():
-        value = _lookup(row, raw)
-        if value is not None:
-            obs[name] = int(value) if name in ("registers_per_thread", "grid_size", "block_size") else value
-    shared = [_lookup(row, (f"launch__shared_mem_per_block_{k}",)) for k in ("static", "dynamic")]
-    if any(v is not None for v in shared):
-        obs["shared_mem_per_block_bytes"] = int(sum(v or 0 for v in shared))
-    conflicts = [_lookup(row, (f"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{k}.sum",)) for k in ("ld", "st")]
-    if any(v is not None for v in conflicts):
-        obs["shared_bank_conflicts"] = int(sum(v or 0 for v in conflicts))
-    limits = {k: _lookup(row, (raw,)) for k, raw in OCCUPANCY_LIMITS.items()}
+    for name, raw in ncu_vocabulary().items():
+        values = _values(row, raw)
+        if not values or name in STALL_METRICS.values() or name == "occupancy_limiter":
+            continue
+        if name in SUMMED or name == "shared_bank_conflicts" and not _values(row, raw[:1]):
+            value = sum(values)
+        elif name in LARGEST:
+            value = max(values)
+        else:
+            value = values[0]
+        obs[name] = int(value) if name in INTEGER_METRICS else value
+    limits = {k: _number(row.get(raw)) for k, raw in OCCUPANCY_LIMITS.items()}
     if all(v is not None for v in limits.values()):
-        theoretical = obs.get("theoretical_occupancy_pct")
-        obs["occupancy_limiter"] = ("none" if theoretical is not None and theoretical >= 99.9
-                                    else min(limits, key=lambda k: limits[k]))
-    stalls = {m.group(1): _number(v) for k, v in row.items() if (m := STALL_PATTERN.match(k))}
-    stalls = {k: v for k, v in stalls.items() if v is not None}
-    cycles = _lookup(row, ("smsp__average_warps_active_per_issue_active.ratio",)) or sum(stalls.values())
-    if stalls and cycles > 0:
-        for reason, name in STALL_METRICS.items():
-            if reason in stalls:
-                obs[name] = 100.0 * stalls[reason] / cycles
-        obs["memory_stall_share"] = sum(stalls.get(r, 0.0) for r in MEMORY_STALLS) / cycles
-    obs.update(_derived(row, obs))
-    unavailable = {n: "ncu did not report it for this kernel" for n in (*NCU_VOCABULARY, *DERIVED_VOCABULARY)
-                   if n not in obs}
-    if "arithmetic_intensity" not in obs and "arithmetic_intensity" in unavailable:
-        unavailable["arithmetic_intensity"] = _intensity_reason(row, obs)
+        full = obs.get("theoretical_occupancy_pct", 0.0) >= 99.9
+        obs["occupancy_limiter"] = "none" if full else min(limits, key=lambda k: limits[k])
+    shares = _stall_shares(row)
+    for reason, name in STALL_METRICS.items():
+        if reason in shares:
+            obs[name] = shares[reason]
+    obs.update(_derived(obs))
+    unavailable = {n: "ncu did not report it for this kernel" for n in names if n not in obs}
     detail = {"profiled_kernel": row.get("Kernel Name", ""), "kernels": [
-        {"name": r.get("Kernel Name", ""), "duration": _number(r.get("gpu__time_duration.sum", ""))} for r in rows]}
+        {"name": r.get("Kernel Name", ""), "duration_ns": _number(r.get("gpu__time_duration.sum"))} for r in rows]}
     return obs, unavailable, detail
 
 
-def _flops(row: dict[str, str]) -> float | None:
-    counts = [(_lookup(row, (m,)), w) for m, w in FLOP_METRICS.items()]
-    if all(c is None for c, _ in counts):
-        return None
-    return sum((c or 0.0) * w for c, w in counts)
-
-
-def _intensity_reason(row: dict[str, str], obs: dict[str, Any]) -> str:
-    if obs.get("tensor_pipe_utilization_pct", 0.0) > 1.0:
-        return "tensor cores ran; their FLOPs are not in the SASS FLOP counters"
-    if not _lookup(row, ("dram__bytes.sum",)):
-        return "no DRAM traffic was measured"
-    return "ncu reported no FLOP counters"
-
-
-def _derived(row: dict[str, str], obs: dict[str, Any]) -> dict[str, Any]:
+def _derived(obs: dict[str, Any]) -> dict[str, Any]:
+    """The derived metrics metrics.yaml defines from ncu observations alone."""
     out: dict[str, Any] = {}
-    sm, mem = obs.get("sm_throughput_pct"), obs.get("memory_throughput_pct")
-    if sm is not None and mem is not None:
-        out["roofline_fraction"] = max(sm, mem) / 100.0
-        out["headroom"] = 1.0 - out["roofline_fraction"]
-        out["memory_bound"] = mem > sm and mem >= 60.0
-        out["compute_bound"] = sm >= mem and sm >= 60.0
-    flops, dram = _flops(row), _lookup(row, ("dram__bytes.sum",))
-    if flops is not None and dram and obs.get("tensor_pipe_utilization_pct", 0.0) <= 1.0:
-        out["arithmetic_intensity"] = flops / dram
+    sm, dram = obs.get("sm_throughput_pct"), obs.get("dram_throughput_pct")
+    if sm is not None and dram is not None:
+        out["memory_bound"] = dram >= 60.0 and dram > sm
+        out["compute_bound"] = sm >= 60.0 and sm > dram
+    stalls = [obs[k] for k in ("warp_stall_long_scoreboard_pct", "warp_stall_lg_throttle_pct") if k in obs]
+    if stalls:
+        out["memory_stall_share"] = sum(stalls) / 100.0
+    waves = obs.get("waves_per_sm")
+    if waves:
+        out["wave_efficiency"] = waves / math.ceil(waves)
     return out
 
 

@@ -188,7 +188,7 @@ def _merge(base: Review, data: dict[str, Any] | None, outcome: SandboxOutcome, o
     unavailable.update(timing_missing)
     if device != "cuda":
         reason = "no CUDA device: Nsight Compute needs a GPU"
-        unavailable.update({n: reason for n in (*profiling.NCU_VOCABULARY, *profiling.DERIVED_VOCABULARY)})
+        unavailable.update({n: reason for n in profiling.ncu_metric_names()})
     update.update(observations=observations, unavailable=unavailable,
                   profile={**data.get("profile", {}), "notes": data.get("notes", [])},
                   correct=bool(data.get("correct")) and not failure)
@@ -217,7 +217,7 @@ def _add_ncu(result: Review, problem: Problem, candidate: Candidate, options: Re
              workdir: Path) -> None:
     """Nsight Compute metrics of the candidate's forward, or the reason there are none."""
     ncu = shutil.which("ncu")
-    names = (*profiling.NCU_VOCABULARY, *profiling.DERIVED_VOCABULARY)
+    names = profiling.ncu_metric_names()
     if ncu is None:
         result.unavailable.update({n: "ncu (Nsight Compute) is not on PATH" for n in names})
         return

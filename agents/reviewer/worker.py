@@ -28,6 +28,9 @@ from kskill.agents.reviewer.profiling import torch_profile
 from kskill.agents.reviewer.timing import synchronized_wall_ms, time_cpu, time_cuda
 
 PROBLEM_PHASES = {"load_problem", "build_reference", "reference"}
+GPU_FACTS = ("gpu_name", "gpu_arch", "gpu_sm_count")
+# Compute capability -> architecture family (metrics.yaml gpu_arch); (major, minor) first, then major.
+ARCHITECTURES: dict[Any, str] = {(8, 9): "ada", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell"}
 
 
 class Rejected(Exception):
@@ -52,6 +55,8 @@ class Report:
         self.write()
 
     def flag(self, code: str, message: str, severity: str = "reject") -> None:
+        if any(f["code"] == code for f in self.data["flags"]):
+            return  # the first occurrence (earliest trial) is the one reported
         self.data["flags"].append({"code": code, "severity": severity, "message": message, "origin": "dynamic"})
 
     def write(self) -> None:
@@ -121,6 +126,9 @@ class Session:
             self.report.data["notes"].append(
                 f"the reference is not deterministic: two runs on the same inputs differ by up to {diff:.3g}")
         self.report.data["observations"].update(self.problem_observations(inputs, first))
+        self.report.data["observations"].update(self.gpu_observations())
+        if not self.cuda:
+            self.report.data["unavailable"].update({n: "no CUDA device" for n in GPU_FACTS})
 
     def problem_observations(self, inputs: list[Any], outputs: Any) -> dict[str, Any]:
         tensors_in = [t for t in inputs if isinstance(t, torch.Tensor)]
@@ -137,6 +145,13 @@ class Session:
             "batchnorm_training": any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
                                       for m in self.reference.modules()),
         }
+
+    def gpu_observations(self) -> dict[str, Any]:
+        if not self.cuda:
+            return {}
+        props = torch.cuda.get_device_properties(self.device)
+        return {"gpu_name": props.name, "gpu_sm_count": props.multi_processor_count,
+                "gpu_arch": ARCHITECTURES.get((props.major, props.minor), ARCHITECTURES.get(props.major, "unknown"))}
 
     # candidate --------------------------------------------------------------------------
     def load_candidate(self) -> None:
@@ -211,9 +226,10 @@ class Session:
         passed, outputs, message = compare_outputs(got, expected, self.atol, self.rtol)
         mutated = [i for i in dyn.mutated_inputs(pristine, cand_in) if i not in ref_mutated]
         if mutated:
-            self.report.flag("inputs_mutated", f"the candidate wrote to input(s) {mutated}")
+            self.report.flag("inputs_mutated", f"the candidate wrote to input(s) {mutated} (trial {number})")
         if dyn.aliased_outputs(got, cand_in) and not dyn.aliased_outputs(expected, ref_in):
-            self.report.flag("outputs_alias_inputs", "the candidate's outputs share memory with its inputs")
+            self.report.flag("outputs_alias_inputs", f"the candidate's outputs share memory with its inputs "
+                             f"(trial {number})")
         return {"trial": number, "seed": seed, "passed": passed, "outputs": outputs, "message": message}, got, expected
 
     def check_correctness(self) -> None:
@@ -370,4 +386,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Skip interpreter teardown: torch's exit handlers cost a second or more and nothing is left to save.
+    os._exit(code)
