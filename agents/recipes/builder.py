@@ -1,0 +1,182 @@
+"""Build a candidate: capture the reference, let each technique claim its regions, emit ModelNew.
+
+The order of work is fixed so that a candidate depends only on (reference, techniques, params):
+graph rewrites (algebraic_simplification) first, then anchor regions claimed technique by
+technique in the order given, then pointwise chains grouped and attached as prologues and
+epilogues, then framework switches (channels_last, tf32, cuda_graph) around the forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from kskill.agents.recipes.capture import capture
+from kskill.agents.recipes.emit import ForwardPlan, render
+from kskill.agents.recipes.errors import RecipeNotApplicable
+from kskill.agents.recipes.graph import Graph, Node
+from kskill.agents.recipes.regions import (
+    Region, body_feeding, group_pointwise, is_pointwise, placement_ok, single_consumer_body)
+from kskill.agents.recipes.templates.common import Body
+
+
+@dataclass
+class GeneratedCandidate:
+    """A standalone ModelNew file and what went into it."""
+
+    source: str
+    applied: list[str]
+    params: dict[str, Any]
+    notes: list[str]
+
+
+@dataclass
+class BuildContext:
+    """Shared state while recipes claim regions of one graph."""
+
+    graph: Graph
+    techniques: list[str]
+    params: dict[str, Any]
+    regions: list[Region] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)
+    chosen: dict[str, Any] = field(default_factory=dict)
+    flags: dict[str, Any] = field(default_factory=dict)
+
+    def claimed(self) -> set[str]:
+        out: set[str] = set()
+        for r in self.regions:
+            out |= r.names()
+        return out
+
+    def mark(self, technique: str) -> None:
+        if technique not in self.applied:
+            self.applied.append(technique)
+
+    def uses(self, technique: str) -> bool:
+        return technique in self.techniques
+
+
+def build_candidate(problem_source: str, techniques: Sequence[str],
+                    params: Mapping[str, Any] | None = None) -> GeneratedCandidate:
+    """A ModelNew for the reference with `techniques` applied in order (see RECIPES)."""
+    from kskill.agents.recipes.recipes import RECIPES
+
+    ordered = list(dict.fromkeys(techniques))
+    unknown = [t for t in ordered if t not in RECIPES]
+    if unknown:
+        raise RecipeNotApplicable(f"unknown technique(s) {unknown}; known: {sorted(RECIPES)}")
+    graph = capture(problem_source)
+    ctx = BuildContext(graph, ordered, dict(params or {}))
+    for technique in ordered:
+        RECIPES[technique].rewrite(ctx)
+    for technique in ordered:
+        RECIPES[technique].claim(ctx)
+    _group_and_attach(ctx)
+    for technique in ordered:
+        RECIPES[technique].configure(ctx)
+    plan = _forward_plan(ctx)
+    applied = [t for t in ordered if t in ctx.applied]
+    declined = [t for t in ordered if t not in ctx.applied]
+    notes = list(ctx.notes)
+    if declined:
+        notes.append(f"not applied (nothing to do here): {', '.join(declined)}")
+    source = render(problem_source, ctx.graph, plan, applied, notes)
+    return GeneratedCandidate(source, applied, dict(ctx.chosen), notes)
+
+
+def _group_and_attach(ctx: BuildContext) -> None:
+    """Pointwise chains: attached to a region as epilogue/prologue, or their own kernel."""
+    graph = ctx.graph
+    fuse = ctx.uses("kernel_fusion")
+    epilogue_gemm = ctx.uses("gemm_epilogue_fusion")
+    if not (fuse or epilogue_gemm):
+        return
+    claimed = ctx.claimed()
+    allowed = {n.name for n in graph.nodes if n.name not in claimed and is_pointwise(n, graph)}
+    bodies = group_pointwise(graph, allowed)
+    used: set[int] = set()
+    for region in list(ctx.regions):
+        anchor = region.anchor
+        if anchor is None:
+            continue
+        can_epilogue = fuse or region.kind == "gemm"
+        if can_epilogue and region.extra.get("epilogue_ok", True) and region.epilogue is None:
+            out_name = region.extra.get("output", anchor.name)
+            body = single_consumer_body(bodies, out_name, graph)
+            if body is not None and id(body) not in used and body.domain == tuple(graph.by_name[out_name].shape):
+                if _fits(graph, region, epilogue=body):
+                    region.epilogue = body
+                    used.add(id(body))
+        operand = region.extra.get("prologue_operand")
+        if fuse and operand is not None and region.prologue is None:
+            body = body_feeding(bodies, anchor, operand, graph)
+            if body is not None and id(body) not in used and body.domain == tuple(graph.shape_of(operand)):
+                if _fits(graph, region, prologue=body):
+                    region.prologue = body
+                    used.add(id(body))
+    if fuse:
+        for body in bodies:
+            if id(body) not in used and body.outputs:
+                ctx.regions.append(Region("pointwise", "kernel_fusion", body=body))
+                ctx.mark("kernel_fusion")
+    for region in ctx.regions:
+        if region.kind == "gemm" and (region.epilogue is not None or region.extra.get("has_bias_work")):
+            ctx.mark("gemm_epilogue_fusion")
+        if region.kind != "gemm" and (region.prologue is not None or region.epilogue is not None):
+            ctx.mark("kernel_fusion")
+    ctx.regions = [r for r in ctx.regions
+                   if not (r.kind == "gemm" and r.epilogue is None and not r.extra.get("has_bias_work"))]
+
+
+def _fits(graph: Graph, region: Region, prologue: Body | None = None, epilogue: Body | None = None) -> bool:
+    covered = region.names()
+    for b in (prologue, epilogue):
+        if b is not None:
+            covered |= b.names()
+    outputs = set(epilogue.outputs) if epilogue is not None else set(region.extra.get("outputs", []))
+    if epilogue is None and region.epilogue is not None:
+        outputs = set(region.epilogue.outputs)
+    if not outputs:
+        outputs = {region.extra.get("output", region.anchor.name)}
+    return placement_ok(graph, covered, outputs)
+
+
+def _forward_plan(ctx: BuildContext) -> ForwardPlan:
+    from kskill.agents.recipes.lowering import lower_region
+
+    graph = ctx.graph
+    plan = ForwardPlan(lines=[], units=[])
+    owner: dict[str, Region] = {}
+    for region in ctx.regions:
+        for name in region.names():
+            owner[name] = region
+    placed: dict[int, int] = {}
+    for region in ctx.regions:
+        placed[id(region)] = max(graph.position[n] for n in region.names() if n in graph.position)
+    counter = 0
+    for node in graph.nodes:
+        if node.op == "input":
+            continue
+        region = owner.get(node.name)
+        if region is None:
+            plan.lines.extend(_torch_lines(node, ctx))
+            continue
+        if placed[id(region)] != graph.position[node.name]:
+            continue
+        unit = lower_region(f"_{region.kind}_{counter}", region, ctx)
+        counter += 1
+        ctx.chosen[unit.name] = unit.params
+        plan.units.append(unit)
+        plan.lines.append(unit.call_line())
+    plan.cuda_graph = bool(ctx.flags.get("cuda_graph"))
+    plan.tf32_matmul = bool(ctx.flags.get("tf32_nodes"))
+    plan.helpers = list(ctx.flags.get("helpers", []))
+    return plan
+
+
+def _torch_lines(node: Node, ctx: BuildContext) -> list[str]:
+    code = ctx.flags.get("code_override", {}).get(node.name, node.code)
+    if node.name in ctx.flags.get("tf32_nodes", set()):
+        return ["with _tf32_matmuls():", f"    {node.name} = {code}"]
+    return [f"{node.name} = {code}"]

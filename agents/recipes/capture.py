@@ -1,0 +1,257 @@
+"""Capture a KernelBench-format reference into the recipe brain's graph.
+
+The problem file is executed in a fresh module; `Model(*get_init_inputs())` is built exactly as
+the problem builds it (not switched to eval mode) on the meta device so that large problems cost
+no memory, traced with torch.fx, and shape-propagated with the problem's own `get_inputs()`.
+Integer values read from shapes (`x.size(0)`) are folded into constants: candidates are
+specialised to the problem's static shapes and check them at run time.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.fx
+from torch import nn
+
+from kskill.agents.recipes.errors import CaptureError
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref, operand_code
+
+_OPERATORS: dict[Callable[..., Any], tuple[str, str]] = {
+    operator.add: ("add", "{0} + {1}"),
+    operator.iadd: ("add", "{0} + {1}"),
+    operator.sub: ("sub", "{0} - {1}"),
+    operator.mul: ("mul", "{0} * {1}"),
+    operator.imul: ("mul", "{0} * {1}"),
+    operator.truediv: ("div", "{0} / {1}"),
+    operator.pow: ("pow", "{0} ** {1}"),
+    operator.matmul: ("matmul", "{0} @ {1}"),
+    operator.neg: ("neg", "-{0}"),
+    operator.getitem: ("getitem", "{0}[{1}]"),
+}
+
+# Module types whose call becomes a canonical op, with the attributes a recipe needs.
+_MODULE_OPS: dict[type, str] = {
+    nn.Linear: "linear", nn.Conv1d: "conv1d", nn.Conv2d: "conv2d", nn.Conv3d: "conv3d",
+    nn.ConvTranspose1d: "conv_transpose1d", nn.ConvTranspose2d: "conv_transpose2d",
+    nn.ConvTranspose3d: "conv_transpose3d",
+    nn.ReLU: "relu", nn.GELU: "gelu", nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.SiLU: "silu",
+    nn.Mish: "mish", nn.ELU: "elu", nn.SELU: "selu", nn.LeakyReLU: "leaky_relu",
+    nn.Hardtanh: "hardtanh", nn.ReLU6: "relu6", nn.Hardsigmoid: "hardsigmoid",
+    nn.Hardswish: "hardswish", nn.Softplus: "softplus", nn.Softsign: "softsign",
+    nn.Identity: "identity", nn.Dropout: "dropout",
+    nn.Softmax: "softmax", nn.LogSoftmax: "log_softmax",
+    nn.LayerNorm: "layer_norm", nn.GroupNorm: "group_norm",
+    nn.BatchNorm1d: "batch_norm", nn.BatchNorm2d: "batch_norm", nn.BatchNorm3d: "batch_norm",
+    nn.InstanceNorm1d: "instance_norm", nn.InstanceNorm2d: "instance_norm",
+    nn.InstanceNorm3d: "instance_norm",
+    nn.MaxPool1d: "max_pool1d", nn.MaxPool2d: "max_pool2d",
+    nn.AvgPool1d: "avg_pool1d", nn.AvgPool2d: "avg_pool2d",
+    nn.AdaptiveAvgPool2d: "adaptive_avg_pool2d", nn.AdaptiveAvgPool1d: "adaptive_avg_pool1d",
+    nn.Flatten: "flatten",
+    nn.MSELoss: "mse_loss", nn.L1Loss: "l1_loss", nn.SmoothL1Loss: "smooth_l1_loss",
+    nn.HuberLoss: "huber_loss", nn.CrossEntropyLoss: "cross_entropy", nn.KLDivLoss: "kl_div",
+}
+
+_MODULE_ATTRS = (
+    "in_features", "out_features", "stride", "padding", "dilation", "groups", "kernel_size",
+    "output_padding", "padding_mode", "negative_slope", "alpha", "min_val", "max_val", "beta",
+    "threshold", "approximate", "p", "dim", "normalized_shape", "eps", "elementwise_affine",
+    "num_groups", "num_channels", "num_features", "affine", "momentum", "track_running_stats",
+    "ceil_mode", "count_include_pad", "divisor_override", "return_indices", "output_size",
+    "start_dim", "end_dim", "reduction", "delta", "ignore_index", "label_smoothing", "log_target",
+    "training", "inplace",
+)
+
+
+@dataclass
+class Problem:
+    """A loaded KernelBench problem: its module namespace, init args and example inputs (meta)."""
+
+    source: str
+    namespace: types.ModuleType
+    init_inputs: list[Any]
+    model: nn.Module
+    inputs: list[Any]
+
+
+def load_problem(source: str, device: str = "meta") -> Problem:
+    """Execute the problem source and build Model and inputs on `device` with seed 0."""
+    namespace = types.ModuleType("kskill_reference")
+    try:
+        exec(compile(source, "<reference>", "exec"), namespace.__dict__)
+    except Exception as exc:  # the problem text itself is broken: say so, keep the cause
+        raise CaptureError(f"the reference does not run: {type(exc).__name__}: {exc}") from exc
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(namespace, name):
+            raise CaptureError(f"the reference defines no `{name}`; KernelBench format needs Model, "
+                               "get_inputs and get_init_inputs")
+    torch.manual_seed(0)
+    with torch.device(device):
+        init_inputs = list(namespace.get_init_inputs())
+        model = namespace.Model(*init_inputs)
+        inputs = list(namespace.get_inputs())
+    return Problem(source, namespace, init_inputs, model, inputs)
+
+
+class _MetaRecorder(torch.fx.Interpreter):
+    """Runs the traced graph once and records every node's result kind, shape and dtype."""
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        n.meta["kskill_value"] = result
+        return result
+
+
+def capture(source: str) -> Graph:
+    """Trace the reference and return its graph of canonical ops with static shapes."""
+    problem = None
+    for device in ("meta", "cpu"):
+        try:
+            problem = load_problem(source, device)
+            traced = torch.fx.symbolic_trace(problem.model)
+            _MetaRecorder(traced).run(*problem.inputs)
+            break
+        except CaptureError:
+            raise
+        except Exception as exc:  # meta tensors lack some ops; retried once on the CPU below
+            last_error = exc
+            problem = None
+            if device == "cpu":
+                raise CaptureError(
+                    f"torch.fx cannot capture the reference ({type(exc).__name__}: {exc}); "
+                    "data-dependent control flow is left to PyTorch") from exc
+    assert problem is not None
+    return _to_graph(traced, problem.model)
+
+
+def _meta_of(value: Any) -> tuple[tuple[int, ...] | None, torch.dtype | None]:
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape), value.dtype
+    return None, None
+
+
+def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
+    nodes: list[Node] = []
+    constants: dict[str, Any] = {}
+    output: Any = None
+    attr_meta = {name: (tuple(t.shape), t.dtype)
+                 for name, t in list(model.named_parameters()) + list(model.named_buffers())}
+    module_types = {name: type(m).__name__ for name, m in model.named_modules()}
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, torch.fx.Node):
+            if value.name in constants:
+                return constants[value.name]
+            if value.op == "get_attr":
+                return Attr(value.target)
+            return Ref(value.name)
+        if isinstance(value, (tuple, list)):
+            return type(value)(convert(v) for v in value)
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items()}
+        return value
+
+    for fx_node in traced.graph.nodes:
+        result = fx_node.meta.get("kskill_value")
+        if fx_node.op == "output":
+            output = convert(fx_node.args[0])
+            continue
+        if fx_node.op == "get_attr":
+            continue  # read through Attr operands
+        if fx_node.op != "placeholder" and not _holds_tensor(result):
+            constants[fx_node.name] = result  # sizes and other Python values: folded
+            continue
+        shape, dtype = _meta_of(result)
+        args = convert(tuple(fx_node.args))
+        kwargs = convert(dict(fx_node.kwargs))
+        node = _canonical(fx_node, args, kwargs, model)
+        node.shape, node.dtype = shape, dtype
+        node.multi = isinstance(result, (tuple, list))
+        nodes.append(node)
+    return Graph(nodes, output, attr_meta, module_types)
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_holds_tensor(v) for v in value)
+    return False
+
+
+def _call_text(callee: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    parts = [operand_code(a) for a in args] + [f"{k}={operand_code(v)}" for k, v in kwargs.items()]
+    return f"{callee}({', '.join(parts)})"
+
+
+def _canonical(fx_node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any],
+               model: nn.Module) -> Node:
+    name = fx_node.name
+    if fx_node.op == "placeholder":
+        return Node(name, "input", code=name)
+    if fx_node.op == "call_module":
+        module = model.get_submodule(fx_node.target)
+        op = _MODULE_OPS.get(type(module), "call")
+        attrs = {a: getattr(module, a) for a in _MODULE_ATTRS if hasattr(module, a)}
+        attrs["has_bias"] = getattr(module, "bias", None) is not None
+        attrs["has_weight"] = getattr(module, "weight", None) is not None
+        return Node(name, op, args, attrs, code=_call_text(Attr(fx_node.target).code, args, kwargs),
+                    module=fx_node.target)
+    if fx_node.op == "call_method":
+        method = fx_node.target
+        code = f"{operand_code(args[0])}.{_call_text(method, args[1:], kwargs)}"
+        op, attrs = _normalise(getattr(torch, method, None), method, args, kwargs)
+        return Node(name, op, args, attrs, code=code)
+    target = fx_node.target
+    if target in _OPERATORS:
+        op, template = _OPERATORS[target]
+        return Node(name, op, args, {}, code=template.format(*(operand_code(a) for a in args)))
+    qualified = torch.fx.node._get_qualified_name(target)
+    if qualified.startswith("torch._C._nn."):
+        qualified = "torch.nn.functional." + qualified.rsplit(".", 1)[1]
+    op, attrs = _normalise(target, getattr(target, "__name__", "call"), args, kwargs)
+    return Node(name, op, args, attrs, code=_call_text(qualified, args, kwargs))
+
+
+_ALIASES = {"clip": "clamp", "true_divide": "div", "divide": "div", "multiply": "mul",
+            "subtract": "sub", "absolute": "abs", "negative": "neg", "max_pool2d_with_indices": "max_pool2d",
+            "max_pool1d_with_indices": "max_pool1d", "bmm": "matmul", "mm": "matmul"}
+
+
+def _normalise(fn: Callable[..., Any] | None, name: str, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Canonical op name and keyword attributes (positional arguments named by the schema)."""
+    op = name.rstrip("_") if not name.startswith("_") else name
+    op = _ALIASES.get(op, op)
+    attrs: dict[str, Any] = dict(kwargs)
+    if name.endswith("_") and not name.startswith("_"):
+        attrs["inplace"] = True
+    if fn is not None:
+        try:
+            normalised = torch.fx.operator_schemas.normalize_function(
+                fn, tuple(_probe(a) for a in args), kwargs, normalize_to_only_use_kwargs=True)
+        except Exception:  # no schema for this callable: keep the raw positional form
+            normalised = None
+        if normalised is not None:
+            kw = normalised.kwargs if hasattr(normalised, "kwargs") else normalised[1]
+            attrs = {k: v for k, v in kw.items()}
+            # keep positional operands under their schema names but as the converted values
+            names = list(attrs)
+            for i, a in enumerate(args):
+                if i < len(names):
+                    attrs[names[i]] = a
+    return op, attrs
+
+
+def _probe(value: Any) -> Any:
+    """Stand-in values so schema matching sees tensors where the graph has operands."""
+    if isinstance(value, (Ref, Attr)):
+        return torch.empty(0, device="meta")
+    if isinstance(value, (tuple, list)):
+        return type(value)(_probe(v) for v in value)
+    return value

@@ -1,0 +1,155 @@
+"""Partition a captured graph into regions: what becomes one Triton kernel, what stays in PyTorch.
+
+A `Region` is an anchor op (a reduction, a normalisation, a GEMM...) with an optional pointwise
+prologue computing its input and an optional pointwise epilogue applied to its result, or a
+plain pointwise chain. Regions are placed at the position of their last node; `placement_ok`
+refuses any grouping whose intermediate values would be needed by PyTorch code placed earlier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
+from kskill.agents.recipes.pointwise_ops import BINARY, UNARY, data_operands, is_identity_dropout
+from kskill.agents.recipes.templates.common import Body, aligned
+
+FLOAT = ("torch.float32", "torch.float16", "torch.bfloat16")
+
+
+@dataclass
+class Region:
+    """Nodes that become one kernel unit."""
+
+    kind: str
+    technique: str
+    anchor: Node | None = None
+    prologue: Body | None = None
+    epilogue: Body | None = None
+    body: Body | None = None  # a plain pointwise region
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def names(self) -> set[str]:
+        out = set()
+        for b in (self.prologue, self.epilogue, self.body):
+            if b is not None:
+                out |= b.names()
+        if self.anchor is not None:
+            out.add(self.anchor.name)
+        out |= set(self.extra.get("covers", ()))
+        return out
+
+
+def is_pointwise(node: Node, graph: Graph) -> bool:
+    """A float op whose output has the broadcast shape of its tensor operands."""
+    if node.op not in UNARY and node.op not in BINARY and node.op != "pow":
+        return False
+    if str(node.dtype) not in FLOAT or node.shape is None or node.multi:
+        return False
+    if node.op == "dropout" and not is_identity_dropout(node):
+        return False
+    if node.attrs.get("inplace"):
+        target = data_operands(node)[0]
+        if not isinstance(target, Ref) or len(graph.users(target.name)) > 1:
+            return False
+        if graph.by_name[target.name].op == "input":
+            return False
+    operands = data_operands(node)
+    if not operands:
+        return False
+    tensor_seen = False
+    for index, operand in enumerate(operands):
+        if isinstance(operand, (Ref, Attr)):
+            shape = node.attrs.get("arg_shapes", {}).get(index) or graph.shape_of(operand)
+            if shape is None or str(graph.dtype_of(operand)) not in FLOAT + ("torch.bool",):
+                return False
+            if len(shape) > len(node.shape) or not _broadcasts(tuple(shape), node.shape):
+                return False
+            tensor_seen = True
+        elif isinstance(operand, bool) or not isinstance(operand, (int, float)):
+            return False
+    if not tensor_seen:
+        return False
+    from kskill.agents.recipes.pointwise_ops import triton_expr
+    return triton_expr(node, ["x"] * len(operands), operands) is not None
+
+
+def _broadcasts(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
+    return all(s in (1, d) for s, d in zip(aligned(shape, len(domain)), domain))
+
+
+def placement_ok(graph: Graph, covered: set[str], outputs: set[str]) -> bool:
+    """True when the covered nodes can run as one unit at the position of the last of them."""
+    place = max(graph.position[n] for n in covered)
+    for name in covered:
+        for user in graph.users(name):
+            if user in covered:
+                continue
+            if name not in outputs or graph.position[user] < place:
+                return False
+        if graph.is_output(name) and name not in outputs:
+            return False
+    return True
+
+
+def external_users(graph: Graph, covered: set[str]) -> set[str]:
+    """Covered nodes whose values are needed outside (by PyTorch code or as module outputs)."""
+    return {n for n in covered
+            if graph.is_output(n) or any(u not in covered for u in graph.users(n))}
+
+
+def group_pointwise(graph: Graph, allowed: set[str]) -> list[Body]:
+    """Greedy maximal pointwise chains over nodes in `allowed`, each one valid kernel."""
+    groups: list[list[Node]] = []
+    group_of: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.name not in allowed:
+            continue
+        joined = False
+        for operand in data_operands(node):
+            if not isinstance(operand, Ref) or operand.name not in group_of:
+                continue
+            gi = group_of[operand.name]
+            members = groups[gi]
+            if members[0].shape != node.shape:
+                continue
+            covered = {m.name for m in members} | {node.name}
+            if placement_ok(graph, covered, external_users(graph, covered)):
+                members.append(node)
+                group_of[node.name] = gi
+                joined = True
+                break
+        if not joined:
+            group_of[node.name] = len(groups)
+            groups.append([node])
+    bodies = []
+    for members in groups:
+        covered = {m.name for m in members}
+        outputs = [m.name for m in members if m.name in external_users(graph, covered)]
+        bodies.append(Body(members, tuple(members[0].shape), outputs))
+    return bodies
+
+
+def single_consumer_body(bodies: list[Body], producer: str, graph: Graph) -> Body | None:
+    """The body whose first node consumes `producer` as its only user (an epilogue candidate)."""
+    users = graph.users(producer)
+    if not users or graph.is_output(producer):
+        return None
+    for body in bodies:
+        if set(users) <= body.names():
+            return body
+    return None
+
+
+def body_feeding(bodies: list[Body], consumer: Node, operand: Any, graph: Graph) -> Body | None:
+    """The body producing `operand` whose only externally used value is that operand, used only by
+    `consumer`: it can run as the consumer's prologue."""
+    if not isinstance(operand, Ref):
+        return None
+    for body in bodies:
+        if operand.name in body.names():
+            if body.outputs == [operand.name] and graph.users(operand.name) == [consumer.name] \
+                    and not graph.is_output(operand.name):
+                return body
+    return None

@@ -1,0 +1,115 @@
+"""Reading an anchor's input through its prologue, writing its result through its epilogue.
+
+Shared by the reduction, softmax, normalisation, scan, pooling and loss templates, so each of
+them only writes its own arithmetic: operands are collected once, pointer arguments named once,
+and the launcher text (contiguous inputs, output allocation, the launch) is built here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kskill.agents.recipes.graph import Graph, Node, Ref
+from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.common import Body, emit_body, operand_key
+from kskill.agents.recipes.templates.unit import (
+    KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
+
+
+@dataclass
+class FusedIO:
+    """Operands and outputs of one region's kernel."""
+
+    region: Region
+    graph: Graph
+    operands: list[Any] = field(default_factory=list)
+    ptrs: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        r = self.region
+        if r.prologue is not None:
+            self.add_all(r.prologue.external(self.graph))
+        else:
+            op = r.extra.get("prologue_operand")
+            if op is not None:
+                self.add(op)
+        if r.epilogue is not None:
+            inside_anchor = {r.extra.get("output", r.anchor.name)}
+            self.add_all([o for o in r.epilogue.external(self.graph)
+                          if not (isinstance(o, Ref) and o.name in inside_anchor)])
+
+    def add(self, operand: Any) -> str:
+        key = operand_key(operand)
+        if key not in self.ptrs:
+            self.operands.append(operand)
+            self.ptrs.update(pointer_args([operand]))
+        return self.ptrs[key]
+
+    def add_all(self, operands: list[Any]) -> None:
+        for op in operands:
+            self.add(op)
+
+    def load_input(self, offs: str, mask: str, other: str = "0.0") -> tuple[list[str], str]:
+        """Statements giving the anchor's input value at `offs` (fp32)."""
+        r = self.region
+        if r.prologue is not None:
+            em = emit_body(r.prologue, self.graph, self.ptrs, offs, mask, prefix="p")
+            value = em.var_of[r.prologue.outputs[0]]
+            return em.lines, value
+        ptr = self.ptrs[operand_key(r.extra["prologue_operand"])]
+        return [f"x = tl.load({ptr} + {offs}, mask={mask}, other={other}).to(tl.float32)"], "x"
+
+    def outputs(self) -> list[Node]:
+        r = self.region
+        if r.epilogue is not None:
+            return [self.graph.by_name[o] for o in r.epilogue.outputs]
+        return [self.graph.by_name[r.extra.get("output", r.anchor.name)]]
+
+    def store_result(self, value: str, offs: str, mask: str) -> list[str]:
+        """Statements applying the epilogue to `value` and storing every output at `offs`."""
+        r = self.region
+        anchor_out = r.extra.get("output", r.anchor.name)
+        var_of = {anchor_out: value}
+        lines: list[str] = []
+        if r.epilogue is not None:
+            em = emit_body(r.epilogue, self.graph, self.ptrs, offs, mask, provided={anchor_out: value},
+                           prefix="e")
+            lines += em.lines
+            var_of = em.var_of
+        for i, node in enumerate(self.outputs()):
+            lines.append(f"tl.store(out{i}_ptr + {offs}, {var_of[node.name]}.to({store_cast(node.dtype)}), "
+                         f"mask={mask})")
+        return lines
+
+    def kernel_args(self, extra: list[str] = ()) -> str:
+        outs = [f"out{i}_ptr" for i in range(len(self.outputs()))]
+        return ", ".join([self.ptrs[operand_key(o)] for o in self.operands] + list(extra) + outs)
+
+    def launcher(self, name: str, grid: str, sizes: str, body_before: list[str] = (),
+                 extra_args: list[str] = (), launch_opts: str = "") -> str:
+        """def name(operands): contiguous inputs, allocate outputs, launch, return outputs."""
+        params = [arg_name(o) for o in self.operands]
+        src = [f"def {name}({', '.join(params)}):"]
+        for o in self.operands:
+            src.append(f"    {arg_name(o)} = {prepare(o, self.graph)}")
+        src += [f"    {line}" for line in body_before]
+        like = params[0]
+        for i, node in enumerate(self.outputs()):
+            src.append(f"    out{i} = {alloc(tuple(node.shape or ()), node.dtype, like)}")
+        outs = [f"out{i}" for i in range(len(self.outputs()))]
+        args = params + list(extra_args) + outs
+        opts = ", ".join(x for x in (sizes, launch_opts) if x)
+        src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {opts})")
+        src.append(f"    return {', '.join(outs)}")
+        return "\n".join(src) + "\n"
+
+    def unit(self, name: str, kernel: str, launcher: str, params: dict[str, Any]) -> KernelUnit:
+        return KernelUnit(name, kernel, launcher, list(self.operands), [n.name for n in self.outputs()],
+                          params, self.region.technique)
+
+
+def dtype_of(node: Node) -> torch.dtype:
+    return node.dtype or torch.float32

@@ -1,0 +1,168 @@
+"""Template: GEMM or convolution with a fused epilogue (bias, activation, scaling, residual).
+
+Default backend: the product stays on cuBLAS / cuDNN (called without its bias) and one Triton
+pass applies bias + the whole pointwise epilogue, replacing the bias kernel and every
+activation/scale/residual kernel eager PyTorch launches. Backend "triton" (linear and 2-d
+matmul only): a tiled Triton GEMM in exact fp32 (`input_precision="ieee"`) with the epilogue
+applied to the accumulator in registers, for shapes where one kernel beats cuBLAS + one pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref, operand_code
+from kskill.agents.recipes.templates.common import NHWC, Body, body_comment, emit_body, indent, numel
+from kskill.agents.recipes.templates.pointwise import default_params
+from kskill.agents.recipes.templates.unit import (
+    KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
+
+ACC = "__acc__"
+CONV_OPS = ("conv1d", "conv2d", "conv3d")
+
+
+def anchor_inputs(anchor: Node) -> tuple[Any, Any, Any]:
+    """(input, weight, bias) operands of a linear / conv module or matmul call."""
+    if anchor.module is not None:
+        bias = Attr(f"{anchor.module}.bias") if anchor.attrs.get("has_bias") else None
+        return anchor.args[0], Attr(f"{anchor.module}.weight"), bias
+    return anchor.args[0], anchor.args[1], None
+
+
+def product_text(anchor: Node, a: str, w: str, nhwc: bool) -> str:
+    """PyTorch text for the product without its bias."""
+    if anchor.op == "linear":
+        return f"torch.nn.functional.linear({a}, {w})"
+    if anchor.op in CONV_OPS:
+        at = anchor.attrs
+        return (f"torch.nn.functional.{anchor.op}({a}, {w}, None, {at['stride']!r}, {at['padding']!r}, "
+                f"{at['dilation']!r}, {at['groups']})")
+    return f"torch.matmul({a}, {w})"
+
+
+def epilogue_body(anchor: Node, graph: Graph, epilogue: Body | None) -> Body:
+    """The epilogue with the anchor's bias add as its first node (reading the raw product)."""
+    _, _, bias = anchor_inputs(anchor)
+    shape = tuple(anchor.shape)
+    if bias is not None:
+        bshape = (shape[1],) + (1,) * (len(shape) - 2) if anchor.op in CONV_OPS else (shape[-1],)
+        first = Node(anchor.name, "add", (Ref(ACC), bias), {"arg_shapes": {0: shape, 1: bshape}},
+                     shape, anchor.dtype)
+    else:
+        first = Node(anchor.name, "identity", (Ref(ACC),), {"arg_shapes": {0: shape}}, shape, anchor.dtype)
+    nodes = [first] + (list(epilogue.nodes) if epilogue else [])
+    outputs = list(epilogue.outputs) if epilogue else [anchor.name]
+    return Body(nodes, shape, outputs)
+
+
+def gemm_unit(name: str, anchor: Node, epilogue: Body | None, graph: Graph, params: dict[str, Any], *,
+              nhwc: bool = False, vectorized: bool = False) -> KernelUnit:
+    backend = params.get("gemm_backend", "cublas")
+    body = epilogue_body(anchor, graph, epilogue)
+    if backend == "triton" and anchor.op in ("linear", "matmul") and len(anchor.shape) == 2:
+        return _triton_gemm(name, anchor, body, graph, params)
+    return _cublas_epilogue(name, anchor, body, graph, params, nhwc, vectorized)
+
+
+def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: dict[str, Any],
+                     nhwc: bool, vectorized: bool) -> KernelUnit:
+    p = {**default_params(body.domain, vectorized), **{k: v for k, v in params.items() if k in ("BLOCK", "num_warps")}}
+    a, w, _ = anchor_inputs(anchor)
+    ext = [op for op in body.external(graph) if not (isinstance(op, Ref) and op.name == ACC)]
+    ptrs = pointer_args(ext)
+    ptrs[ACC] = "acc_ptr"
+    perm = NHWC if nhwc and len(body.domain) == 4 else None
+    emitted = emit_body(body, graph, ptrs, "offs", "mask", perm=perm)
+    n = numel(body.domain)
+    outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
+    lines = [("offs = tl.program_id(0).to(tl.int64)" if n >= 2**31 else "offs = tl.program_id(0)")
+             + " * BLOCK + tl.arange(0, BLOCK)", "mask = offs < NUMEL"] + emitted.lines
+    for i, node in enumerate(outs):
+        lines.append(f"tl.store(out{i}_ptr + offs, {emitted.var_of[node.name]}.to({store_cast(node.dtype)}), mask=mask)")
+    kargs = ["acc_ptr"] + [ptrs[k] for k in ptrs if k != ACC] + [f"out{i}_ptr" for i in range(len(outs))]
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(kargs)}, NUMEL: tl.constexpr, BLOCK: tl.constexpr):\n"
+              f'    """Epilogue of {anchor.op} {anchor.name}: {body_comment(body)}."""\n{indent(lines, 4)}\n')
+    launcher_inputs = [a, w] + [op for op in ext if op not in (a, w)]
+    params_names = [arg_name(op) for op in launcher_inputs]
+    src = [f"def {name}({', '.join(params_names)}):"]
+    if nhwc and anchor.op == "conv2d":
+        src.append(f"    {arg_name(a)} = {arg_name(a)}.contiguous(memory_format=torch.channels_last)")
+        src.append(f"    {arg_name(w)} = {arg_name(w)}.contiguous(memory_format=torch.channels_last)")
+    src.append(f"    acc = {product_text(anchor, arg_name(a), arg_name(w), nhwc)}  # cuBLAS/cuDNN, no bias")
+    if nhwc and len(body.domain) == 4:
+        src.append("    acc = acc.permute(0, 2, 3, 1).contiguous()")
+    else:
+        src.append("    acc = acc.contiguous()")
+    for op in ext:
+        if op in (a, w):
+            continue
+        src.append(f"    {arg_name(op)} = {prepare(op, graph, body.domain, nhwc, _shape_in(body, op, graph))}")
+    for i, node in enumerate(outs):
+        src.append(f"    out{i} = {alloc(tuple(node.shape), node.dtype, 'acc', nhwc)}")
+    call = ["acc"] + [arg_name(op) for op in ext] + [f"out{i}" for i in range(len(outs))]
+    src.append(f"    {name}_kernel[(triton.cdiv({n}, {p['BLOCK']}),)]({', '.join(call)}, NUMEL={n}, "
+               f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
+    src.append(f"    return {', '.join(f'out{i}' for i in range(len(outs)))}")
+    used = {"gemm_backend": "cublas", "BLOCK": p["BLOCK"], "num_warps": p["num_warps"]}
+    return KernelUnit(name, kernel, "\n".join(src) + "\n", launcher_inputs, list(body.outputs), used,
+                      "gemm_epilogue_fusion")
+
+
+def _shape_in(body: Body, operand: Any, graph: Graph) -> tuple[int, ...]:
+    for node in body.nodes:
+        for index, arg in enumerate(node.args):
+            if arg == operand and index in node.attrs.get("arg_shapes", {}):
+                return tuple(node.attrs["arg_shapes"][index])
+    return tuple(graph.shape_of(operand) or ())
+
+
+def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+    a, w, _ = anchor_inputs(anchor)
+    m, n = anchor.shape
+    k = graph.shape_of(a)[-1]
+    bm, bn, bk = params.get("BLOCK_M", 64), params.get("BLOCK_N", 64), params.get("BLOCK_K", 32)
+    warps, stages = params.get("num_warps", 4), params.get("num_stages", 3)
+    transposed_w = anchor.op == "linear"  # nn.Linear keeps W as (N, K)
+    ext = [op for op in body.external(graph) if not (isinstance(op, Ref) and op.name == ACC)]
+    others = [op for op in ext if op not in (a, w)]
+    ptrs = pointer_args(others)
+    ptrs[ACC] = "acc_ptr_unused"
+    emitted = emit_body(body, graph, ptrs, "offs", "mask", provided={ACC: "acc"})
+    outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
+    w_index = "rn[None, :] * K + kk[:, None]" if transposed_w else "kk[:, None] * N + rn[None, :]"
+    lines = [
+        "pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
+        "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        "for k0 in range(0, K, BLOCK_K):",
+        "    kk = k0 + tl.arange(0, BLOCK_K)",
+        "    a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
+        f"    b = tl.load(w_ptr + {w_index}, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
+        '    acc += tl.dot(a, b, input_precision="ieee")',
+        "offs = rm[:, None] * N + rn[None, :]", "mask = (rm[:, None] < M) & (rn[None, :] < N)",
+    ] + emitted.lines
+    for i, node in enumerate(outs):
+        lines.append(f"tl.store(out{i}_ptr + offs, {emitted.var_of[node.name]}.to({store_cast(node.dtype)}), mask=mask)")
+    kargs = ["a_ptr", "w_ptr"] + [ptrs[key] for key in ptrs if key != ACC] + [f"out{i}_ptr" for i in range(len(outs))]
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(kargs)}, M: tl.constexpr, N: tl.constexpr, "
+              "K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):\n"
+              f'    """Exact-fp32 GEMM of {anchor.name} with its epilogue in registers: {body_comment(body)}."""\n'
+              f"{indent(lines, 4)}\n")
+    launcher_inputs = [a, w] + others
+    src = [f"def {name}({', '.join(arg_name(op) for op in launcher_inputs)}):"]
+    for op in launcher_inputs:
+        src.append(f"    {arg_name(op)} = {prepare(op, graph, None, False)}")
+    for i, node in enumerate(outs):
+        src.append(f"    out{i} = {alloc((m, n), node.dtype, arg_name(a))}")
+    call = [arg_name(op) for op in launcher_inputs] + [f"out{i}" for i in range(len(outs))]
+    src.append(f"    grid = (triton.cdiv({m}, {bm}), triton.cdiv({n}, {bn}))")
+    src.append(f"    {name}_kernel[grid]({', '.join(call)}, M={m}, N={n}, K={k}, BLOCK_M={bm}, BLOCK_N={bn}, "
+               f"BLOCK_K={bk}, num_warps={warps}, num_stages={stages})")
+    src.append(f"    return {', '.join(f'out{i}' for i in range(len(outs)))}")
+    used = {"gemm_backend": "triton", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": warps,
+            "num_stages": stages}
+    return KernelUnit(name, kernel, "\n".join(src) + "\n", launcher_inputs, list(body.outputs), used,
+                      "gemm_epilogue_fusion")
+
+
+__all__ = ["gemm_unit", "anchor_inputs", "operand_code"]

@@ -1,0 +1,168 @@
+"""Template: sum / mean / amax / amin / prod / argmax / argmin over a contiguous range of dims.
+
+The input is viewed as (P, R, Q) and reduced over R. Q == 1 (innermost dims): one program per
+row, 1-d tiles along the contiguous row. Q > 1: tiles of (BLOCK_R, BLOCK_Q) with q contiguous so
+loads stay coalesced. When P * Q leaves most of the GPU idle and R is long (a full reduction to a
+scalar, say), the rows are split SPLIT ways into partials and a second launch combines them
+(split-K for reductions); arg-reductions are never split. The prologue (e.g. (a - b) ** 2 of an
+MSE) is computed on the fly from the loads; the epilogue is applied to the reduced value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.fused_io import FusedIO
+from kskill.agents.recipes.templates.unit import KernelUnit
+
+INIT = {"sum": "0.0", "mean": "0.0", "prod": "1.0", "amax": "float('-inf')", "amin": "float('inf')",
+        "argmax": "float('-inf')", "argmin": "float('inf')"}
+COMBINE = {"sum": "acc + x", "mean": "acc + x", "prod": "acc * x", "amax": "tl.maximum(acc, x)",
+           "amin": "tl.minimum(acc, x)"}
+FINAL = {"sum": "tl.sum(acc, axis={a})", "mean": "tl.sum(acc, axis={a})", "amax": "tl.max(acc, axis={a})",
+         "amin": "tl.min(acc, axis={a})", "prod": "tl.reduce(acc, {a}, _multiply)"}
+STAGE2_OP = {"sum": "sum", "mean": "sum", "prod": "prod", "amax": "amax", "amin": "amin"}
+SMS = 132  # H200 multiprocessors: enough programs to fill them is the split target
+
+MULTIPLY_HELPER = '''
+@triton.jit
+def _multiply(a, b):
+    return a * b
+'''
+
+
+def default_params(view: tuple[int, int, int], op: str) -> dict[str, Any]:
+    p, r, q = view
+    if q == 1:
+        block_r = min(next_pow2(r), 2048)
+        params = {"BLOCK_R": block_r, "BLOCK_Q": 1, "num_warps": 8 if block_r >= 2048 else 4}
+    else:
+        block_q = min(next_pow2(q), 64)
+        params = {"BLOCK_R": max(1, min(next_pow2(r), 4096 // block_q)), "BLOCK_Q": block_q, "num_warps": 4}
+    programs = p * -(-q // params["BLOCK_Q"])
+    split = 1
+    if op in STAGE2_OP and programs < 2 * SMS and r >= 8192:
+        split = max(2, min(-(-4 * SMS // programs), r // 2048, 1024))
+    params["SPLIT"] = split
+    return params
+
+
+def _loop(io: FusedIO, op: str, rows_1d: bool, load_input: bool) -> list[str]:
+    """The streaming loop over this program's share of R."""
+    is_arg = op in ("argmax", "argmin")
+    if rows_1d:
+        rs, offs, mask, shape = "rs", "base + rs", "(rs < R)", "[BLOCK_R]"
+        head = ["for start in range(r_begin, r_end, BLOCK_R):", "    rs = start + tl.arange(0, BLOCK_R)"]
+    else:
+        rs, offs, mask, shape = "rs[:, None]", "base + rs[:, None] * Q + qs[None, :]", \
+            "(rs[:, None] < R) & (qs[None, :] < Q)", "[BLOCK_R, BLOCK_Q]"
+        head = ["for start in range(r_begin, r_end, BLOCK_R):", "    rs = start + tl.arange(0, BLOCK_R)"]
+    lines = [f"acc = tl.full({shape}, {INIT[op]}, tl.float32)"]
+    if is_arg:
+        lines.append(f"idx = tl.zeros({shape}, tl.int64)")
+    lines += head
+    lines.append(f"    offs = {offs}")
+    lines.append(f"    mask = {mask} & ({rs} < r_end)")
+    if load_input:
+        load_lines, value = io.load_input("offs", "mask")
+    else:
+        load_lines, value = ["x = tl.load(in_ptr + offs, mask=mask, other=0.0).to(tl.float32)"], "x"
+    lines += ["    " + ln for ln in load_lines]
+    lines.append(f"    x = tl.where(mask, {value}, {INIT[op]})")
+    if is_arg:
+        cmp = ">" if op == "argmax" else "<"
+        lines += [f"    better = x {cmp} acc", "    acc = tl.where(better, x, acc)",
+                  f"    idx = tl.where(better, {rs} + tl.zeros({shape}, tl.int64), idx)"]
+    else:
+        lines.append(f"    acc = {COMBINE[op]}")
+    return lines
+
+
+def _finish(op: str, rows_1d: bool) -> list[str]:
+    if op in ("argmax", "argmin"):
+        pick = "tl.max" if op == "argmax" else "tl.min"
+        best = "best" if rows_1d else "best[None, :]"
+        return [f"best = {pick}(acc, axis=0)",
+                f"ties = tl.where(acc == {best}, idx, 9223372036854775807)",
+                "result = tl.min(ties, axis=0)"]
+    return [f"result = {FINAL[op].format(a=0)}"]
+
+
+def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> list[KernelUnit] | KernelUnit:
+    view, op = region.extra["view"], region.extra["reduce"]
+    p_, r_, q_ = view
+    p = {**default_params(view, op), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")}}
+    if op not in STAGE2_OP:
+        p["SPLIT"] = 1
+    io = FusedIO(region, graph)
+    rows_1d = q_ == 1
+    split = p["SPLIT"]
+    chunk = -(-(-(-r_ // split)) // p["BLOCK_R"]) * p["BLOCK_R"]
+    big = p_ * r_ * q_ >= 2**31
+    pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
+    head = [f"pid_p = {pid}", "pid_q = tl.program_id(1)", "pid_s = tl.program_id(2)",
+            "r_begin = pid_s * CHUNK", "r_end = tl.minimum(r_begin + CHUNK, R)",
+            "base = pid_p * R * Q"]
+    if rows_1d:
+        head.append("qs = tl.arange(0, 1)")
+    else:
+        head.append("qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)")
+    body = head + _loop(io, op, rows_1d, True) + _finish(op, rows_1d)
+    if op == "mean" and split == 1:
+        body.append(f"result = result * {1.0 / r_!r}")
+    sizes = f"R={r_}, Q={q_}, CHUNK={chunk}"
+    meta = f"BLOCK_R={p['BLOCK_R']}, BLOCK_Q={p['BLOCK_Q']}, num_warps={p['num_warps']}"
+    grid = f"({p_}, {-(-q_ // p['BLOCK_Q'])}, {split})"
+    if rows_1d:
+        body.append("result = result + tl.zeros([1], result.dtype)")
+    if split == 1:
+        body += io.store_result("result", "pid_p * Q + qs", "qs < Q")
+        kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, R: tl.constexpr, Q: tl.constexpr, "
+                  "CHUNK: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):\n"
+                  f'    """{op} over R of a (P, R, Q) view, one (p, q-block) per program."""\n{indent(body, 4)}\n')
+        if op == "prod":
+            kernel = MULTIPLY_HELPER + "\n" + kernel
+        launcher = io.launcher(name, grid, sizes, launch_opts=meta)
+        return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")})
+    # split: stage 1 writes partials (P, SPLIT, Q); stage 2 reduces them over SPLIT
+    body.append("tl.store(ws_ptr + (pid_p * SPLIT + pid_s) * Q + qs, result, mask=qs < Q)")
+    stage1 = (f"@triton.jit\ndef {name}_partial({', '.join(io.ptrs[k] for k in _keys(io))}, "
+              "ws_ptr, R: tl.constexpr, Q: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, "
+              "BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):\n"
+              f'    """Stage 1 of a split {op}: partial results of one CHUNK of R each."""\n{indent(body, 4)}\n')
+    op2 = STAGE2_OP[op]
+    block_s = min(next_pow2(split), 1024) if rows_1d else max(1, min(next_pow2(split), 4096 // p["BLOCK_Q"]))
+    body2 = ["pid_p = tl.program_id(0)", "pid_q = tl.program_id(1)", "r_begin = 0", "r_end = R", "base = pid_p * R * Q",
+             "qs = tl.arange(0, 1)" if rows_1d else "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)"]
+    body2 += _loop(io, op2, rows_1d, False) + _finish(op2, rows_1d)
+    if op == "mean":
+        body2.append(f"result = result * {1.0 / r_!r}")
+    if rows_1d:
+        body2.append("result = result + tl.zeros([1], result.dtype)")
+    body2 += io.store_result("result", "pid_p * Q + qs", "qs < Q")
+    stage2 = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['in_ptr'])}, R: tl.constexpr, Q: tl.constexpr, "
+              "BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):\n"
+              f'    """Stage 2 of a split {op}: combine the SPLIT partials of each output."""\n{indent(body2, 4)}\n')
+    kernel = (MULTIPLY_HELPER + "\n" if op == "prod" else "") + stage1 + "\n" + stage2
+    before = [f"ws = torch.empty(({p_ * split * q_},), device={_first(io)}.device, dtype=torch.float32)",
+              f"{name}_partial[{grid}]({', '.join(_param_names(io))}, ws, {sizes}, SPLIT={split}, {meta})"]
+    launcher = io.launcher(name, f"({p_}, {-(-q_ // p['BLOCK_Q'])})", f"R={split}, Q={q_}", before,
+                           extra_args=["ws"], launch_opts=f"BLOCK_R={block_s}, BLOCK_Q={p['BLOCK_Q']}, num_warps=4")
+    return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")})
+
+
+def _keys(io: FusedIO) -> list[str]:
+    from kskill.agents.recipes.templates.common import operand_key
+    return [operand_key(o) for o in io.operands]
+
+
+def _param_names(io: FusedIO) -> list[str]:
+    from kskill.agents.recipes.templates.unit import arg_name
+    return [arg_name(o) for o in io.operands]
+
+
+def _first(io: FusedIO) -> str:
+    return _param_names(io)[0]

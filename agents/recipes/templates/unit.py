@@ -1,0 +1,70 @@
+"""What a template hands back: one Triton kernel (or a few) and the Python launcher that runs it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kskill.agents.recipes.graph import Attr, Graph, Ref
+from kskill.agents.recipes.templates.common import NHWC, TL_DTYPES, aligned, operand_key
+
+
+@dataclass
+class KernelUnit:
+    """Kernel source, launcher source, and how the forward calls it."""
+
+    name: str
+    kernel_src: str
+    launcher_src: str
+    inputs: list[Any]  # graph operands passed to the launcher, in order
+    outputs: list[str]  # node names bound to the launcher's results, in order
+    params: dict[str, Any] = field(default_factory=dict)
+    technique: str = ""
+
+    def call_line(self) -> str:
+        args = ", ".join(a.name if isinstance(a, Ref) else a.code for a in self.inputs)
+        targets = ", ".join(self.outputs)
+        return f"{targets} = {self.name}({args})"
+
+
+def arg_name(operand: Any) -> str:
+    """A launcher parameter name for an operand: the node name, or the attribute path."""
+    if isinstance(operand, Ref):
+        return operand.name
+    return re.sub(r"\W", "_", operand.path)
+
+
+def prepare(operand: Any, graph: Graph, domain: tuple[int, ...] | None = None,
+            nhwc: bool = False, shape: tuple[int, ...] | None = None) -> str:
+    """Launcher text giving the operand as the contiguous memory the kernel indexes."""
+    name = arg_name(operand)
+    if nhwc and domain is not None and len(domain) == 4:
+        full = aligned(tuple(shape or graph.shape_of(operand) or ()), 4)
+        return f"{name}.reshape{full}.permute{NHWC}.contiguous()"
+    return f"{name}.contiguous()"
+
+
+def alloc(shape: tuple[int, ...], dtype: torch.dtype | None, like: str, nhwc: bool = False) -> str:
+    """Launcher text allocating an output (channels_last when the region runs in NHWC)."""
+    dt = str(dtype or torch.float32)
+    if nhwc and len(shape) == 4:
+        n, c, h, w = shape
+        return (f"torch.empty(({n}, {h}, {w}, {c}), device={like}.device, dtype={dt})"
+                f".permute(0, 3, 1, 2)")
+    return f"torch.empty({tuple(shape)!r}, device={like}.device, dtype={dt})"
+
+
+def store_cast(dtype: torch.dtype | None) -> str:
+    return TL_DTYPES.get(dtype or torch.float32, "tl.float32")
+
+
+def pointer_args(operands: list[Any]) -> dict[str, str]:
+    """Kernel pointer argument names keyed by operand key."""
+    return {operand_key(op): f"{arg_name(op)}_ptr" for op in operands}
+
+
+def is_tensor_operand(value: Any) -> bool:
+    return isinstance(value, (Ref, Attr))

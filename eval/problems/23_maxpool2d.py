@@ -1,0 +1,27 @@
+"""MaxPool2d with kernel 3, stride 2, padding 1."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.pool(x)
+
+
+batch_size = 32
+channels = 64
+height = width = 64
+
+
+def get_inputs():
+    return [torch.randn(batch_size, channels, height, width)]
+
+
+def get_init_inputs():
+    return []
