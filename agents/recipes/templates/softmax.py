@@ -1,0 +1,84 @@
+"""Template: softmax and log-softmax with an online normaliser.
+
+Rows (the softmax dim innermost): a row that fits in registers is read once and written once;
+a longer row is read twice: one pass keeps a running max m and normaliser l per lane
+(l <- l * exp(m - m') + exp(x - m')), merged across lanes at the end, and a second pass writes
+exp(x - M) / L (or x - M - log L). Strided softmax (dim not innermost) keeps the whole dim of a
+block of columns in registers. The prologue (e.g. a scale) and epilogue are fused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.fused_io import FusedIO
+from kskill.agents.recipes.templates.unit import KernelUnit
+
+MAX_PERSISTENT = 8192
+
+
+def default_params(view: tuple[int, int, int]) -> dict[str, Any]:
+    p, r, q = view
+    if q == 1:
+        block = min(next_pow2(r), MAX_PERSISTENT)
+        return {"BLOCK_R": block, "num_warps": 4 if block <= 1024 else (8 if block <= 4096 else 16)}
+    block_r = next_pow2(r)
+    return {"BLOCK_R": block_r, "BLOCK_Q": max(1, min(next_pow2(q), 4096 // block_r, 64)), "num_warps": 4}
+
+
+def _out(log: bool, x: str, m: str, s: str) -> str:
+    return f"({x} - {m}) - tl.log({s})" if log else f"tl.exp({x} - {m}) / {s}"
+
+
+def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any], autotune: bool = False) -> KernelUnit:
+    p_, r_, q_ = region.extra["view"]
+    log = region.extra["log"]
+    p = {**default_params(region.extra["view"]), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps")}}
+    io = FusedIO(region, graph)
+    pid = "tl.program_id(0).to(tl.int64)" if p_ * r_ * q_ >= 2**31 else "tl.program_id(0)"
+    if q_ == 1 and r_ <= p["BLOCK_R"]:
+        load, x = io.load_input("offs", "mask", "float('-inf')")
+        body = [f"row = {pid}", "cols = tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"] + load + [
+            f"x = tl.where(mask, {x}, float('-inf'))", "m = tl.max(x, axis=0)",
+            "s = tl.sum(tl.where(mask, tl.exp(x - m), 0.0), axis=0)", f"y = {_out(log, 'x', 'm', 's')}"]
+        body += io.store_result("y", "offs", "mask")
+        doc = "one row per program, held in registers: one read, one write"
+        grid = f"({p_},)"
+    elif q_ == 1:
+        load1, x1 = io.load_input("offs", "mask", "float('-inf')")
+        load2, x2 = io.load_input("offs", "mask", "float('-inf')")
+        body = [f"row = {pid}", "m = tl.full([BLOCK_R], float('-inf'), tl.float32)",
+                "l = tl.zeros([BLOCK_R], tl.float32)",
+                "for start in range(0, R, BLOCK_R):",
+                "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
+        body += ["    " + ln for ln in load1] + [
+            f"    x = tl.where(mask, {x1}, float('-inf'))", "    m_new = tl.maximum(m, x)",
+            "    l = l * tl.exp(tl.where(m_new == float('-inf'), 0.0, m - m_new)) + tl.where(mask, tl.exp(x - m_new), 0.0)",
+            "    m = m_new",
+            "big = tl.max(m, axis=0)", "s = tl.sum(l * tl.exp(m - big), axis=0)",
+            "for start in range(0, R, BLOCK_R):",
+            "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
+        body += ["    " + ln for ln in load2] + [f"    y = {_out(log, x2, 'big', 's')}"]
+        body += ["    " + ln for ln in io.store_result("y", "offs", "mask")]
+        doc = "online softmax: running max and normaliser in one pass, then one write pass"
+        grid = f"({p_},)"
+    else:
+        load, x = io.load_input("offs", "mask", "float('-inf')")
+        body = [f"pid_p = {pid}", "pid_q = tl.program_id(1)", "rs = tl.arange(0, BLOCK_R)[:, None]",
+                "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)[None, :]",
+                "offs = pid_p * R * Q + rs * Q + qs", "mask = (rs < R) & (qs < Q)"] + load + [
+            f"x = tl.where(mask, {x}, float('-inf'))", "m = tl.max(x, axis=0)[None, :]",
+            "s = tl.sum(tl.where(mask, tl.exp(x - m), 0.0), axis=0)[None, :]", f"y = {_out(log, 'x', 'm', 's')}"]
+        body += io.store_result("y", "offs", "mask")
+        doc = "softmax over a strided dim: the whole dim of BLOCK_Q columns in registers"
+        grid = f"({p_}, {-(-q_ // p['BLOCK_Q'])})"
+    kind = "log_softmax" if log else "softmax"
+    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, R: tl.constexpr, Q: tl.constexpr, "
+              f"BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):\n    \"\"\"{kind}: {doc}.\"\"\"\n{indent(body, 4)}\n")
+    block_q = p.get("BLOCK_Q", 1)
+    launcher = io.launcher(name, grid, f"R={r_}, Q={q_}",
+                           launch_opts=f"BLOCK_R={p['BLOCK_R']}, BLOCK_Q={block_q}, num_warps={p['num_warps']}")
+    return io.unit(name, kernel, launcher, {"BLOCK_R": p["BLOCK_R"], "BLOCK_Q": block_q, "num_warps": p["num_warps"]})
