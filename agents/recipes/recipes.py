@@ -264,7 +264,7 @@ class AlgebraicSimplification(Recipe):
 
 class AutotuneLaunch(Recipe):
     id = "autotune_launch"
-    summary = "pointwise and row kernels carry a small triton.autotune sweep timed on the GPU"
+    summary = "fused pointwise kernels carry a small triton.autotune sweep timed on the GPU"
 
     def sites(self, graph: Graph) -> list[str]:
         return [n.name for n in graph.nodes if is_pointwise(n, graph) or n.op in analysis.ROW_OPS]
@@ -273,7 +273,7 @@ class AutotuneLaunch(Recipe):
         return "no pointwise or row kernel to tune"
 
     def configure(self, ctx: Any) -> None:
-        if any(r.kind in ("pointwise", "softmax", "norm") for r in ctx.regions):
+        if any(r.kind == "pointwise" for r in ctx.regions):
             ctx.flags["autotune"] = True
             ctx.mark(self.id)
 
