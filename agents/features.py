@@ -1,0 +1,923 @@
+"""Static features of a reference problem and of a candidate's source, in the Metric vocabulary.
+
+Nothing a candidate wrote is executed: candidate sources are read with `ast` (Python and Triton)
+and a token pass over the CUDA strings they hand to load_inline. The reference, the trusted
+problem, is constructed (`Model(*get_init_inputs())`, on the meta device when it allows) and
+captured with torch.fx, falling back to torch.export and then to its source text; the method
+used is recorded as `capture_method`. Every feature name is defined in
+graph_schema/skills/metrics.yaml; what cannot be determined is listed as unavailable with why.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import logging
+import math
+import operator
+import re
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+Scalar = bool | int | float | str
+
+# --- operator families --------------------------------------------------------------------------
+# Names are lower-case: nn.Module class names, torch / functional / method names, aten names.
+
+GEMM = frozenset("""linear matmul mm bmm addmm baddbmm addbmm einsum bilinear mv addmv dot tensordot
+    inner outer chain_matmul rnn lstm gru rnncell lstmcell grucell""".split())
+CONVOLUTION = frozenset("""conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
+    convtranspose1d convtranspose2d convtranspose3d convolution""".split())
+ATTENTION = frozenset("""scaled_dot_product_attention multiheadattention multi_head_attention_forward
+    scaled_dot_product_flash_attention scaled_dot_product_efficient_attention""".split())
+NORMALIZATION = frozenset("""batchnorm1d batchnorm2d batchnorm3d batch_norm native_batch_norm
+    native_batch_norm_legit native_batch_norm_legit_functional native_batch_norm_legit_no_training
+    layernorm layer_norm native_layer_norm groupnorm group_norm native_group_norm instancenorm1d
+    instancenorm2d instancenorm3d instance_norm rmsnorm rms_norm localresponsenorm local_response_norm
+    normalize""".split())
+SOFTMAX = frozenset("softmax log_softmax logsoftmax softmin".split())
+POOLING = frozenset("""maxpool1d maxpool2d maxpool3d avgpool1d avgpool2d avgpool3d adaptiveavgpool1d
+    adaptiveavgpool2d adaptiveavgpool3d adaptivemaxpool1d adaptivemaxpool2d adaptivemaxpool3d max_pool1d
+    max_pool2d max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d avg_pool3d
+    adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d
+    adaptive_max_pool3d lppool1d lppool2d lp_pool1d lp_pool2d""".split())
+SCAN = frozenset("cumsum cumprod cummax cummin logcumsumexp".split())
+LOSS = frozenset("""crossentropyloss cross_entropy nllloss nll_loss nll_loss_forward mseloss mse_loss
+    l1loss l1_loss smoothl1loss smooth_l1_loss huberloss huber_loss kldivloss kl_div bceloss
+    binary_cross_entropy bcewithlogitsloss binary_cross_entropy_with_logits hingeembeddingloss
+    hinge_embedding_loss tripletmarginloss triplet_margin_loss cosineembeddingloss cosine_embedding_loss
+    marginrankingloss margin_ranking_loss softmarginloss soft_margin_loss multimarginloss multi_margin_loss
+    poissonnllloss poisson_nll_loss gaussiannllloss gaussian_nll_loss""".split())
+REDUCTION = frozenset("""sum mean amax amin prod var std var_mean std_mean norm vector_norm linalg_norm
+    argmax argmin logsumexp all any median nansum nanmean count_nonzero max min""".split())
+POINTWISE = frozenset("""relu relu6 gelu sigmoid tanh silu mish elu selu celu leakyrelu leaky_relu hardtanh
+    hardsigmoid hardswish softplus softsign tanhshrink softshrink hardshrink threshold logsigmoid prelu
+    rrelu glu add sub rsub mul div truediv floordiv floor_divide mod fmod remainder pow neg pos abs exp
+    exp2 expm1 log log2 log10 log1p sqrt rsqrt square reciprocal sign sgn clamp clamp_min clamp_max clip
+    minimum maximum fmax fmin where sin cos tan asin acos atan atan2 sinh cosh erf erfc erfinv floor ceil
+    round trunc frac lerp addcmul addcdiv hypot dropout dropout1d dropout2d dropout3d alphadropout
+    feature_alpha_dropout masked_fill to float half bfloat16 double type type_as eq ne lt le gt ge
+    logical_and logical_or logical_not logical_xor bitwise_and bitwise_or isnan nan_to_num copysign xlogy
+    tril triu iadd isub imul itruediv""".split())
+DATA_MOVEMENT = frozenset("""contiguous clone copy cat concat concatenate stack repeat repeat_interleave tile
+    pad flip roll gather scatter scatter_add index_select embedding index masked_select diag diag_embed
+    zeros zeros_like ones ones_like full full_like arange rand randn rand_like randn_like randint eye
+    linspace new_zeros new_ones new_full upsample interpolate upsamplingnearest2d upsamplingbilinear2d
+    pixelshuffle pixel_shuffle""".split())
+VIEW = frozenset("""view reshape flatten unflatten unsqueeze squeeze expand expand_as size dim getattr
+    getitem split chunk narrow select unbind t transpose permute movedim swapaxes swapdims as_strided
+    view_as identity detach alias numel stride slice unsafe_view empty empty_like new_empty
+    sym_size""".split())
+LAYOUT = frozenset("transpose permute t movedim swapaxes swapdims contiguous".split())
+TRANSCENDENTAL = frozenset("""exp exp2 expm1 log log2 log10 log1p sigmoid tanh gelu silu mish elu selu celu
+    softplus sin cos tan asin acos atan atan2 sinh cosh erf erfc erfinv pow sqrt rsqrt logsigmoid
+    tanhshrink softmax log_softmax logsoftmax softmin logsumexp logcumsumexp glu norm std
+    cross_entropy crossentropyloss""".split())
+AFFINE = frozenset("add sub rsub mul div truediv iadd isub imul itruediv neg".split())
+
+FAMILY_ORDER = (("attention", ATTENTION), ("gemm", GEMM), ("convolution", CONVOLUTION),
+                ("normalization", NORMALIZATION), ("softmax", SOFTMAX), ("pooling", POOLING), ("scan", SCAN),
+                ("loss", LOSS), ("reduction", REDUCTION), ("pointwise", POINTWISE),
+                ("data_movement", DATA_MOVEMENT), ("view", VIEW))
+ROW_FAMILIES = ("reduction", "softmax", "normalization", "pooling", "scan", "loss")
+_OPERATOR_NAMES = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
+                   operator.floordiv: "floordiv", operator.pow: "pow", operator.neg: "neg",
+                   operator.matmul: "matmul", operator.getitem: "getitem", operator.mod: "mod",
+                   operator.iadd: "add", operator.imul: "mul", operator.isub: "sub", operator.itruediv: "div"}
+
+
+def canonical(name: str) -> str:
+    """Lower-case op name without in-place or private underscores (`relu_` -> relu, `_softmax` -> softmax)."""
+    name = name.lower().rsplit(".", 1)[-1]
+    return name.strip("_") or name
+
+
+def op_family(name: str, has_second_tensor: bool = False) -> str:
+    """The family of a canonical op name; 'other' when unknown."""
+    if name in ("max", "min") and has_second_tensor:
+        return "pointwise"  # torch.max(a, b) is elementwise; torch.max(a, dim) reduces
+    for family, names in FAMILY_ORDER:
+        if name in names:
+            return family
+    return "other"
+
+
+@dataclass
+class Features:
+    """Feature values by vocabulary name, and the names that could not be determined, with why."""
+
+    values: dict[str, Scalar] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def merged(self, other: Features) -> Features:
+        values = {**self.values, **other.values}
+        unavailable = {k: v for k, v in {**self.unavailable, **other.unavailable}.items() if k not in values}
+        return Features(values, unavailable)
+
+
+# --- reference: capture ----------------------------------------------------------------------------
+
+
+@dataclass
+class OpNode:
+    """One operator of the reference forward as the feature pass sees it."""
+
+    name: str
+    op: str
+    family: str
+    inputs: list[str] = field(default_factory=list)  # names of producer nodes
+    constants: list[Any] = field(default_factory=list)  # non-tensor positional operands
+    attrs: dict[str, Any] = field(default_factory=dict)
+    shape: tuple[int, ...] | None = None
+    input_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    itemsize: int = 0
+    input_bytes: int = 0
+    parameter_operand: bool = False  # one operand is a parameter or buffer (not an activation)
+
+
+@dataclass
+class _Loaded:
+    model: Any
+    inputs: list[Any]
+    source_tree: ast.Module | None
+
+
+def _load_reference(source: str, device: str) -> _Loaded:
+    import torch
+
+    namespace = types.ModuleType("kskill_feature_reference")
+    exec(compile(source, "<reference>", "exec"), namespace.__dict__)
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(namespace, name):
+            raise ValueError(f"the reference defines no `{name}`")
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = namespace.Model(*namespace.get_init_inputs())
+        inputs = list(namespace.get_inputs())
+    return _Loaded(model, inputs, None)
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    import torch
+
+    return tuple(int(d) for d in value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _nbytes(value: Any) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def _fx_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:
+    """Trace with torch.fx and run the graph once under FlopCounterMode, recording every value."""
+    import torch
+    import torch.fx
+    from torch.utils.flop_counter import FlopCounterMode
+
+    traced = torch.fx.symbolic_trace(loaded.model)
+    values: dict[str, Any] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            values[n.name] = result = super().run_node(n)
+            return result
+
+    with FlopCounterMode(display=False) as counter:
+        output = Recorder(traced).run(*loaded.inputs)
+    modules = dict(traced.named_modules())
+    nodes = []
+    for n in traced.graph.nodes:
+        if n.op in ("placeholder", "get_attr", "output"):
+            nodes.append(OpNode(n.name, n.op, n.op, shape=_shape(values.get(n.name)),
+                                itemsize=getattr(values.get(n.name), "itemsize", 0)))
+            continue
+        if n.op == "call_module":
+            module = modules[n.target]
+            op = canonical(type(module).__name__)
+            attrs = {a: getattr(module, a) for a in ("dim", "normalized_shape", "num_groups", "training")
+                     if hasattr(module, a)}
+            param_operand = any(True for _ in module.parameters(recurse=False))
+        else:
+            target = n.target
+            op = canonical(_OPERATOR_NAMES.get(target, getattr(target, "__name__", str(target))))
+            attrs = {k: v for k, v in n.kwargs.items() if not isinstance(v, torch.fx.Node)}
+            param_operand = any(isinstance(a, torch.fx.Node) and a.op == "get_attr" for a in n.args)
+        tensor_args = [a for a in n.all_input_nodes]
+        constants = [a for a in n.args if not isinstance(a, torch.fx.Node)]
+        second_tensor = len([a for a in n.args if isinstance(a, torch.fx.Node)]) >= 2
+        in_values = [values.get(a.name) for a in tensor_args]
+        nodes.append(OpNode(
+            n.name, op, op_family(op, second_tensor), [a.name for a in tensor_args], constants, attrs,
+            _shape(values[n.name]), [s for v in in_values if (s := _shape(v)) is not None],
+            getattr(values[n.name], "itemsize", 0), sum(_nbytes(v) for v in in_values), param_operand))
+    return nodes, output, float(counter.get_total_flops())
+
+
+def _export_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:
+    """Capture with torch.export (ATen-level graph); FLOPs from a plain run under FlopCounterMode."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    program = torch.export.export(loaded.model, tuple(loaded.inputs))
+    params = set(program.graph_signature.inputs_to_parameters) | set(program.graph_signature.inputs_to_buffers)
+    with FlopCounterMode(display=False) as counter:
+        output = loaded.model(*loaded.inputs)
+    nodes = []
+    for n in program.graph.nodes:
+        val = n.meta.get("val")
+        if n.op in ("placeholder", "output"):
+            kind = "get_attr" if n.name in params else n.op
+            nodes.append(OpNode(n.name, kind, kind, shape=_shape(val), itemsize=getattr(val, "itemsize", 0)))
+            continue
+        packet = getattr(n.target, "overloadpacket", None)
+        op = canonical(getattr(packet, "__name__", None) or _OPERATOR_NAMES.get(n.target, str(n.target)))
+        tensor_args = list(n.all_input_nodes)
+        in_vals = [a.meta.get("val") for a in tensor_args]
+        second_tensor = len([a for a in n.args if isinstance(a, torch.fx.Node)]) >= 2
+        nodes.append(OpNode(
+            n.name, op, op_family(op, second_tensor), [a.name for a in tensor_args],
+            [a for a in n.args if not isinstance(a, torch.fx.Node)], dict(n.kwargs), _shape(val),
+            [s for v in in_vals if (s := _shape(v)) is not None], getattr(val, "itemsize", 0),
+            sum(_nbytes(v) for v in in_vals), any(a.name in params for a in tensor_args)))
+    return nodes, output, float(counter.get_total_flops())
+
+
+# --- reference: features ---------------------------------------------------------------------------
+
+
+class _OpGraph:
+    """Producer/consumer links of the captured ops, with views made transparent."""
+
+    def __init__(self, nodes: list[OpNode]):
+        self.nodes = nodes
+        self.by_name = {n.name: n for n in nodes}
+        self.users: dict[str, list[str]] = {n.name: [] for n in nodes}
+        for n in nodes:
+            for producer in n.inputs:
+                self.users.setdefault(producer, []).append(n.name)
+
+    def producers(self, node: OpNode) -> list[OpNode]:
+        """Tensor-valued producers, looking through views; sizes and other scalars are left out."""
+        found = []
+        for name in node.inputs:
+            p = self.by_name.get(name)
+            if p is None or p.shape is None:
+                continue
+            found += self.producers(p) if p.family == "view" else [p]
+        return found
+
+    def consumers(self, node: OpNode) -> list[OpNode]:
+        found = []
+        for name in self.users.get(node.name, []):
+            c = self.by_name[name]
+            if c.shape is None and c.family in ("view", "other"):
+                continue  # reads a size or other scalar, not the tensor's data
+            found += self.consumers(c) if c.family == "view" else [c]
+        return found
+
+    def compute_nodes(self) -> list[OpNode]:
+        return [n for n in self.nodes if n.family not in ("view", "placeholder", "get_attr", "output")]
+
+    def pointwise_groups(self) -> dict[str, int]:
+        """Size of the connected pointwise group each pointwise node belongs to."""
+        parent = {n.name: n.name for n in self.nodes if n.family == "pointwise"}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for name in parent:
+            for p in self.producers(self.by_name[name]):
+                if p.family == "pointwise":
+                    parent[find(p.name)] = find(name)
+        sizes: dict[str, int] = {}
+        for name in parent:
+            sizes[find(name)] = sizes.get(find(name), 0) + 1
+        return {name: sizes[find(name)] for name in parent}
+
+
+def _dim_of(node: OpNode) -> Any:
+    if "dim" in node.attrs:
+        return node.attrs["dim"]
+    ints = [c for c in node.constants if isinstance(c, (int, tuple, list)) and not isinstance(c, bool)]
+    return ints[0] if ints else None
+
+
+def _is_last_dim(dim: Any, ndim: int) -> bool:
+    dims = dim if isinstance(dim, (tuple, list)) else [dim]
+    return len(dims) == 1 and isinstance(dims[0], int) and dims[0] in (-1, ndim - 1)
+
+
+def _gemm_dims(node: OpNode) -> tuple[int, int, int] | None:
+    if node.shape is None or not node.input_shapes or len(node.shape) < 1:
+        return None
+    n = node.shape[-1]
+    m = math.prod(node.shape) // max(n, 1)
+    first = node.input_shapes[0]
+    if node.op == "addmm" and len(node.input_shapes) >= 2:
+        first = node.input_shapes[1]
+    k = first[-1] if first else 0
+    return (m, n, k) if m and n and k else None
+
+
+def _reduction_length(node: OpNode) -> int | None:
+    if not node.input_shapes or node.shape is None:
+        return None
+    shape = node.input_shapes[0]
+    numel = math.prod(shape)
+    if node.family == "softmax" or node.family == "scan":
+        dim = _dim_of(node)
+        return shape[dim] if isinstance(dim, int) and -len(shape) <= dim < len(shape) else None
+    if node.family == "normalization":
+        if "normalized_shape" in node.attrs:
+            return math.prod(node.attrs["normalized_shape"])
+        if "batch" in node.op and len(shape) >= 2:
+            return numel // shape[1]
+        if "num_groups" in node.attrs and len(shape) >= 2:
+            return numel // (shape[0] * node.attrs["num_groups"])
+        return shape[-1]
+    if node.family == "reduction":
+        out = math.prod(node.shape) if node.shape else 1
+        return numel // max(out, 1)
+    return None
+
+
+def _through(graph: _OpGraph, start: OpNode, allowed: frozenset[str], forward: bool) -> list[OpNode]:
+    """Nodes reached from `start` through single-link chains of ops named in `allowed`."""
+    step = graph.consumers if forward else graph.producers
+    reached, frontier = [], step(start)
+    while len(frontier) == 1:
+        node = frontier[0]
+        reached.append(node)
+        if node.op not in allowed:
+            break
+        frontier = step(node)
+    return reached
+
+
+def _has_attention_pattern(graph: _OpGraph) -> bool:
+    """matmul -> (pointwise)* -> softmax -> (pointwise)* -> matmul, the first matmul over activations."""
+    passing = POINTWISE
+    for node in graph.nodes:
+        if node.family != "softmax":
+            continue
+        before = _through(graph, node, passing, forward=False)
+        after = _through(graph, node, passing, forward=True)
+        if (before and before[-1].family == "gemm" and not before[-1].parameter_operand
+                and after and after[-1].family == "gemm"):
+            return True
+    return False
+
+
+def _simplifiable_patterns(graph: _OpGraph) -> int:
+    count = 0
+    for node in graph.nodes:
+        if node.family == "gemm":
+            chain = _through(graph, node, AFFINE, forward=True)
+            end = chain[-1] if chain else None
+            if end is not None and end.op in ("sum", "mean") and node.shape is not None \
+                    and _is_last_dim(_dim_of(end), len(node.shape)):
+                count += 1  # sum over a GEMM's columns: reduce the weight first
+            if end is not None and end.op == "linear" and node.op == "linear":
+                count += 1  # two linear maps with only affine work between them
+        if node.op in ("diag", "diag_embed") and any(c.family == "gemm" for c in graph.consumers(node)):
+            count += 1  # a diagonal matrix product is a row scaling
+        if node.op in ("mul", "div") and len(node.inputs) == 1 and node.constants:
+            producers = graph.producers(node)
+            prev = producers[0] if len(producers) == 1 else None
+            if not (prev and prev.op in ("mul", "div") and len(prev.inputs) == 1 and prev.constants
+                    and len(graph.consumers(prev)) == 1):
+                next_ = graph.consumers(node)
+                if len(next_) == 1 and next_[0].op in ("mul", "div") and len(next_[0].inputs) == 1 \
+                        and next_[0].constants:
+                    count += 1  # a run of scalar multiplies and divides folds into one constant
+    return count
+
+
+def _graph_features(nodes: list[OpNode]) -> dict[str, Scalar]:
+    graph = _OpGraph(nodes)
+    compute = graph.compute_nodes()
+    fam = [n.family for n in compute]
+    groups = graph.pointwise_groups()
+    values: dict[str, Scalar] = {
+        "op_count": len(compute),
+        "est_kernel_launches": len(compute),
+        "pointwise_op_count": fam.count("pointwise"),
+        "reduction_op_count": fam.count("reduction"),
+        "reduction_like_op_count": sum(fam.count(f) for f in ROW_FAMILIES),
+        "gemm_op_count": fam.count("gemm"),
+        "conv_op_count": fam.count("convolution"),
+        "transcendental_op_count": sum(n.op in TRANSCENDENTAL for n in compute),
+        "layout_op_count": sum(n.op in LAYOUT for n in nodes),
+        "max_pointwise_chain": max(groups.values(), default=0),
+        "has_batchnorm": any("batchnorm" in n.op or "batch_norm" in n.op for n in compute),
+    }
+    for family in ("pointwise", "reduction", "scan", "gemm", "convolution", "normalization", "pooling",
+                   "softmax", "loss"):
+        values[f"has_{family}"] = family in fam
+    values["has_attention"] = "attention" in fam or _has_attention_pattern(graph)
+    values["has_contraction"] = bool(values["has_gemm"] or values["has_convolution"] or values["has_attention"])
+    epilogue = 0
+    for n in compute:
+        if n.family in ("gemm", "convolution"):
+            users = graph.consumers(n)
+            if len(users) == 1 and users[0].family == "pointwise":
+                epilogue = max(epilogue, groups[users[0].name])
+    values["epilogue_chain_after_contraction"] = epilogue
+    return values
+
+
+def _shape_features(nodes: list[OpNode]) -> dict[str, Scalar]:
+    graph = _OpGraph(nodes)
+    compute = graph.compute_nodes()
+    values: dict[str, Scalar] = {"simplifiable_patterns": _simplifiable_patterns(graph)}
+    gemms = [d for n in compute if n.family == "gemm" and (d := _gemm_dims(n))]
+    if gemms:
+        m, n_, k = max(gemms, key=lambda d: d[0] * d[1] * d[2])
+        values.update(gemm_m=m, gemm_n=n_, gemm_k=k, gemm_mn=m * n_)
+    lengths = [r for n in compute if n.family in ROW_FAMILIES and (r := _reduction_length(n))]
+    if lengths:
+        values["reduction_length"] = max(lengths)
+    out_bytes = sum(math.prod(n.shape) * n.itemsize for n in compute if n.shape is not None)
+    values["eager_bytes_moved"] = int(out_bytes + sum(n.input_bytes for n in compute))
+    return values
+
+
+def _pointwise_flops(nodes: list[OpNode]) -> int:
+    """One FLOP per element of the largest operand of every non-contraction compute op."""
+    total = 0
+    for n in _OpGraph(nodes).compute_nodes():
+        if n.family in ("gemm", "convolution", "attention", "data_movement"):
+            continue
+        sizes = [math.prod(s) for s in [n.shape, *n.input_shapes] if s is not None]
+        total += max(sizes, default=0)
+    return total
+
+
+def _problem_values(loaded: _Loaded, output: Any) -> dict[str, Scalar]:
+    import torch
+
+    tensors = [t for t in loaded.inputs if isinstance(t, torch.Tensor)]
+    params = list(loaded.model.parameters()) + list(loaded.model.buffers())
+    outputs = [output] if isinstance(output, torch.Tensor) else [
+        t for t in (output if isinstance(output, (tuple, list)) else []) if isinstance(t, torch.Tensor)]
+    norms = [m for m in loaded.model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    return {
+        "input_bytes": sum(_nbytes(t) for t in tensors),
+        "parameter_bytes": sum(_nbytes(p) for p in params),
+        "output_bytes": sum(_nbytes(t) for t in outputs),
+        "output_numel": sum(t.numel() for t in outputs),
+        "input_dtypes": ",".join(sorted({str(t.dtype).replace("torch.", "") for t in tensors})),
+        "batchnorm_training": any(m.training for m in norms),
+        "_unique_elements": sum(t.numel() for t in tensors) + sum(p.numel() for p in params),
+    }
+
+
+_SHAPE_FEATURES = ("simplifiable_patterns", "gemm_m", "gemm_n", "gemm_k", "gemm_mn", "reduction_length",
+                   "eager_bytes_moved", "flops", "bytes_moved", "data_reuse", "input_bytes", "parameter_bytes",
+                   "output_bytes", "output_numel", "input_dtypes", "batchnorm_training",
+                   "epilogue_chain_after_contraction")
+
+
+def reference_features(source: str, max_cpu_bytes: int = 256 * 2**20) -> Features:
+    """Features of a KernelBench-format reference given as source text.
+
+    The model is built on the meta device; only when an op lacks a meta kernel is it rebuilt on
+    the CPU, and then only if its inputs stay under `max_cpu_bytes`.
+    """
+    errors: list[str] = []
+    built: dict[str, _Loaded | None] = {}
+
+    def build(device: str) -> _Loaded | None:
+        if device not in built:
+            try:
+                built[device] = _load_reference(source, device)
+            except Exception as exc:  # the reference cannot be built on this device
+                built[device] = None
+                errors.append(f"building on {device}: {_first_line(exc)}")
+            loaded = built[device]
+            if device == "cpu" and loaded is not None and sum(_nbytes(t) for t in loaded.inputs) > max_cpu_bytes:
+                built[device] = None
+                errors.append(f"inputs exceed {max_cpu_bytes} bytes, too large to run on the CPU")
+        return built[device]
+
+    for method, capture in (("fx", _fx_capture), ("export", _export_capture)):
+        for device in ("meta", "cpu"):
+            loaded = build(device)
+            if loaded is None:
+                continue
+            try:
+                with _quiet_torch():
+                    nodes, output, contraction_flops = capture(loaded)
+            except Exception as exc:  # data-dependent control flow, or an op without a meta kernel
+                errors.append(f"{method} on {device}: {_first_line(exc)}")
+                if not _device_specific(exc):
+                    break  # the same failure would recur on the CPU
+                continue
+            return _captured_features(method, loaded, nodes, output, contraction_flops)
+    return _ast_features(source, "; ".join(errors))
+
+
+def _first_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"
+
+
+def _device_specific(exc: Exception) -> bool:
+    text = f"{type(exc).__name__} {exc}".lower()
+    return "meta" in text or "notimplementederror" in text
+
+
+@contextlib.contextmanager
+def _quiet_torch():
+    """Silence log records and printed diagnostics (torch.export logs whole graphs when it gives up)."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.ERROR)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logging.disable(previous)
+
+
+def _captured_features(method: str, loaded: _Loaded, nodes: list[OpNode], output: Any,
+                       contraction_flops: float) -> Features:
+    values: dict[str, Scalar] = {"capture_method": method, "static_shapes": True}
+    values.update(_graph_features(nodes))
+    values.update(_shape_features(nodes))
+    problem = _problem_values(loaded, output)
+    unique = problem.pop("_unique_elements")
+    values.update(problem)
+    values["flops"] = int(contraction_flops + _pointwise_flops(nodes))
+    values["bytes_moved"] = int(problem["input_bytes"]) + int(problem["parameter_bytes"]) + int(problem["output_bytes"])
+    if unique:
+        values["data_reuse"] = float(values["flops"]) / unique
+    return Features(values, {})
+
+
+# --- reference: source-only fallback -------------------------------------------------------------------
+
+
+def _call_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
+           ast.MatMult: "matmul", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+
+
+def _ast_features(source: str, why: str) -> Features:
+    """Op families and counts from the forward's source text when no graph could be captured."""
+    tree = ast.parse(source)
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    modules: dict[str, str] = {}
+    forward = None
+    for item in model.body if model else []:
+        if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+            for node in ast.walk(item):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    for target in node.targets:
+                        if isinstance(target, ast.Attribute) and (name := _call_name(node.value.func)):
+                            modules[target.attr] = canonical(name)
+        if isinstance(item, ast.FunctionDef) and item.name == "forward":
+            forward = item
+    ops: list[str] = []
+
+    def visit(node: ast.AST) -> None:  # operands first, so ops come in evaluation order
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+        if isinstance(node, ast.Call) and (name := _call_name(node.func)):
+            is_self = isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id == "self"
+            ops.append(modules.get(name, canonical(name)) if is_self else canonical(name))
+        elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            ops.append(_BINOPS[type(node.op)])
+
+    if forward is not None:
+        visit(forward)
+    fams = [op_family(o) for o in ops]
+    compute = [(o, f) for o, f in zip(ops, fams) if f not in ("view", "other")]
+    run = best = 0
+    for _, f in compute:
+        run = run + 1 if f == "pointwise" else 0
+        best = max(best, run)
+    cf = [f for _, f in compute]
+    values: dict[str, Scalar] = {
+        "capture_method": "ast", "op_count": len(compute), "est_kernel_launches": len(compute),
+        "pointwise_op_count": cf.count("pointwise"), "reduction_op_count": cf.count("reduction"),
+        "reduction_like_op_count": sum(cf.count(f) for f in ROW_FAMILIES), "gemm_op_count": cf.count("gemm"),
+        "conv_op_count": cf.count("convolution"), "max_pointwise_chain": best,
+        "transcendental_op_count": sum(o in TRANSCENDENTAL for o, _ in compute),
+        "layout_op_count": sum(o in LAYOUT for o in ops),
+        "has_batchnorm": any("batchnorm" in o or "batch_norm" in o for o, _ in compute),
+    }
+    for family in ("pointwise", "reduction", "scan", "gemm", "convolution", "normalization", "pooling",
+                   "softmax", "loss", "attention"):
+        values[f"has_{family}"] = family in cf
+    values["has_contraction"] = bool(values["has_gemm"] or values["has_convolution"] or values["has_attention"])
+    reason = f"the reference could not be captured as a graph, only its source was read ({why})"
+    unavailable = {name: reason for name in (*_SHAPE_FEATURES, "static_shapes")}
+    return Features(values, unavailable)
+
+
+# --- candidate source ---------------------------------------------------------------------------
+
+_TL_TRANSCENDENTAL = frozenset("exp exp2 log log2 sigmoid sqrt sqrt_rn rsqrt sin cos erf tanh pow fast_expf "
+                               "fast_logf softplus".split())
+_CUDA_TRANSCENDENTAL = re.compile(r"\b(?:__)?(?:expf?|exp2f|expm1f|logf?|log2f|log1pf|tanhf?|sqrtf|rsqrtf|"
+                                  r"sinf|cosf|erff|powf|tanf|__expf|__logf|__sinf|__cosf|__powf|hexp|hlog)\s*\(")
+_CUDA_FAST_MATH = re.compile(r"__expf|__logf|__fdividef|__sinf|__cosf|__powf|__tanf|--use_fast_math|-use_fast_math")
+_CUDA_VECTOR = (("float4", 4), ("int4", 4), ("uint4", 4), ("double2", 2), ("float2", 2), ("half2", 2),
+                ("__half2", 2), ("__nv_bfloat162", 2), ("int2", 2))
+_CUDA_ATOMIC = re.compile(r"\batomic(?:Add|Sub|Max|Min|CAS|Exch|And|Or|Xor|Inc|Dec)(?:_block|_system)?\s*\(")
+_BLOCK_NAME = re.compile(r"(?i)^(block|tile)(_size)?(_[a-z0-9]+)?$|^block_[a-z0-9_]+$|^threads(_per_block)?$")
+_C_BLOCK = re.compile(r"(?:#define\s+|\b(?:const\s+)?(?:int|size_t|unsigned|constexpr\s+int)\s+)"
+                      r"((?i:block_?size\w*|threads\w*|block_?dim\w*|tile\w*))\s*=?\s*(\d+)")
+_TORCH_MODULES = ("torch", "F", "nn", "functional", "fn")
+
+
+def _dotted(node: ast.AST) -> str:
+    """`a.b.c` for an attribute chain, '' for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def _is_jit(decorator: ast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return _dotted(target).split(".")[-1] == "jit"
+
+
+def _int_values(nodes: Iterable[ast.AST]) -> list[int]:
+    return [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, int)
+            and not isinstance(n.value, bool)]
+
+
+def _cuda_sources(tree: ast.Module) -> str:
+    """Every string constant that looks like CUDA C++ (the sources given to load_inline)."""
+    texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return "\n".join(t for t in texts if "__global__" in t or "#include" in t or "--use_fast_math" in t)
+
+
+def _cuda_k_loops(code: str) -> int:
+    """for-loops whose body holds a __syncthreads: the tile loop of a shared-memory kernel."""
+    count = 0
+    for match in re.finditer(r"\bfor\s*\(", code):
+        start = code.find("{", match.end())
+        if start < 0:
+            continue
+        depth, i = 0, start
+        while i < len(code):
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        count += "__syncthreads" in code[start:i]
+    return count
+
+
+def _cuda_features(code: str) -> dict[str, Scalar]:
+    code_no_comments = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.DOTALL)
+    widths = [w for name, w in _CUDA_VECTOR if re.search(rf"\b{re.escape(name)}\b", code_no_comments)]
+    bodies = re.split(r"__global__", code_no_comments)[1:]
+    return {
+        "code_cuda_kernels": len(bodies),
+        "code_vector_width": max(widths, default=1),
+        "_cuda_shared": "__shared__" in code_no_comments,
+        "_cuda_transcendentals": len(_CUDA_TRANSCENDENTAL.findall(code_no_comments)),
+        "_cuda_fast_math": bool(_CUDA_FAST_MATH.search(code)),
+        "_cuda_atomics": len(_CUDA_ATOMIC.findall(code_no_comments)),
+        "_cuda_branches": sum(len(re.findall(r"\bif\s*\(", b)) for b in bodies),
+        "_cuda_sync": len(re.findall(r"__syncthreads\s*\(", code_no_comments)),
+        "_cuda_k_loops": _cuda_k_loops(code_no_comments),
+        "_cuda_blocks": [int(v) for _, v in _C_BLOCK.findall(code_no_comments)]
+        + [int(v) for v in re.findall(r"<<<[^,>]+,\s*(\d+)", code_no_comments)],
+        "_cuda_eviction": bool(re.search(r"__ldg|__ldcs|__ldcg|__stcs|__stcg|__ldlu", code_no_comments)),
+    }
+
+
+def _triton_kernel_stats(kernels: list[ast.FunctionDef]) -> dict[str, int | bool]:
+    stats = {"dots": 0, "k_loops": 0, "transcendentals": 0, "atomics": 0, "wheres": 0, "barriers": 0,
+             "tf32": False, "eviction": False}
+    for kernel in kernels:
+        for node in ast.walk(kernel):
+            if isinstance(node, (ast.For, ast.While)) and any(
+                    isinstance(c, ast.Call) and _dotted(c.func).endswith(".dot") for c in ast.walk(node)):
+                outer = any(node is not inner and node in list(ast.walk(inner))
+                            for inner in ast.walk(kernel) if isinstance(inner, (ast.For, ast.While)))
+                stats["k_loops"] += not outer
+            if not isinstance(node, ast.Call):
+                continue
+            name = _dotted(node.func)
+            leaf = name.split(".")[-1]
+            if name.endswith(".dot"):
+                stats["dots"] += 1
+                for kw in node.keywords:
+                    value = getattr(kw.value, "value", None)
+                    if (kw.arg == "allow_tf32" and value is True) or (
+                            kw.arg == "input_precision" and isinstance(value, str) and "tf32" in value):
+                        stats["tf32"] = True
+            elif leaf in _TL_TRANSCENDENTAL and name.split(".")[0] in ("tl", "triton", "libdevice", "tlm"):
+                stats["transcendentals"] += 1
+            elif leaf.startswith("atomic_"):
+                stats["atomics"] += 1
+            elif name in ("tl.where", "triton.language.where"):
+                stats["wheres"] += 1
+            elif leaf == "debug_barrier":
+                stats["barriers"] += 1
+            if leaf in ("load", "store") and any(k.arg in ("eviction_policy", "cache_modifier") for k in node.keywords):
+                stats["eviction"] = True
+    return stats
+
+
+_SCALAR_CALLS = frozenset("size numel stride dim len int float cdiv next_power_of_2 min max abs round "
+                          "ceil floor sqrt prod".split())
+
+
+def _is_scalar(expr: ast.AST, scalars: set[str]) -> bool:
+    """Whether an expression is plain Python arithmetic on sizes and constants (no tensor work)."""
+    if isinstance(expr, ast.Constant):
+        return True
+    if isinstance(expr, ast.Name):
+        return expr.id in scalars or expr.id.isupper()
+    if isinstance(expr, ast.Attribute):
+        return expr.attr in ("shape", "ndim") or _dotted(expr).startswith("math.")
+    if isinstance(expr, ast.Subscript):
+        return _is_scalar(expr.value, scalars)
+    if isinstance(expr, ast.Call):
+        return _dotted(expr.func).split(".")[-1] in _SCALAR_CALLS
+    if isinstance(expr, ast.BinOp):
+        return _is_scalar(expr.left, scalars) and _is_scalar(expr.right, scalars)
+    if isinstance(expr, ast.UnaryOp):
+        return _is_scalar(expr.operand, scalars)
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return all(_is_scalar(e, scalars) for e in expr.elts)
+    return False
+
+
+def _scalar_names(fn: ast.FunctionDef) -> set[str]:
+    """Local names bound to sizes or constants (`n = x.numel()`, `M, K = a.shape`)."""
+    scalars: set[str] = set()
+    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)]
+    for _ in range(3):  # names built from other scalar names
+        for a in assigns:
+            if _is_scalar(a.value, scalars):
+                for t in a.targets:
+                    scalars.update(e.id for e in ast.walk(t) if isinstance(e, ast.Name))
+    return scalars
+
+
+def _launch_count(tree: ast.Module, triton_names: set[str], extension_names: set[str],
+                  module_attrs: dict[str, str]) -> int | None:
+    """Kernel launch sites reached from ModelNew.forward through self-methods and module functions."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    model = classes.get("ModelNew")
+    if model is None:
+        return None
+    methods = {f.name: f for f in model.body if isinstance(f, ast.FunctionDef)}
+    functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    if "forward" not in methods:
+        return None
+    seen: set[int] = set()
+    count = 0
+
+    def walk(fn: ast.FunctionDef) -> None:
+        nonlocal count
+        if id(fn) in seen:
+            return
+        seen.add(id(fn))
+        scalars = _scalar_names(fn)
+        skipped = {id(n) for sub in ast.walk(fn) if isinstance(sub, (ast.Lambda, ast.Subscript))
+                   for n in ast.walk(sub.body if isinstance(sub, ast.Lambda) else sub.slice)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.BinOp) and id(node) not in skipped and not _is_scalar(node, scalars):
+                count += 1  # tensor arithmetic: one eager kernel per operator
+                continue
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Subscript) and _dotted(func.value) in triton_names:
+                count += 1
+                continue
+            name = _dotted(func)
+            head, leaf = name.split(".")[0] if name else "", name.split(".")[-1] if name else ""
+            if name.startswith("self.") and leaf in methods and name.count(".") == 1:
+                walk(methods[leaf])
+            elif name in functions:
+                walk(functions[name])
+            elif head in extension_names and name.count(".") == 1:
+                count += 1
+            elif name.startswith("self.") and name.count(".") == 1 and leaf in module_attrs:
+                count += op_family(module_attrs[leaf]) not in ("view", "other")
+            elif head in _TORCH_MODULES or isinstance(func, ast.Attribute):
+                family = op_family(canonical(leaf))
+                count += family not in ("view", "other") and canonical(leaf) not in ("empty", "empty_like")
+    walk(methods["forward"])
+    return count
+
+
+def candidate_features(source: str) -> Features:
+    """Static features of a candidate (ModelNew) source; nothing in it is executed."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        reason = f"the candidate does not parse (line {exc.lineno}: {exc.msg})"
+        return Features({}, {"code_language": reason})
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    kernels = [f for f in functions if any(_is_jit(d) for d in f.decorator_list)]
+    autotune = any(_dotted(d.func if isinstance(d, ast.Call) else d).endswith("autotune")
+                   for f in functions for d in f.decorator_list)
+    stats = _triton_kernel_stats(kernels)
+    cuda = _cuda_features(_cuda_sources(tree))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    names = {_dotted(c.func) for c in calls}
+    attributes = {_dotted(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    extension_names = {t.id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                       and (_dotted(n.value.func).endswith("load_inline")
+                            or _dotted(n.value.func).endswith("cpp_extension.load"))
+                       for t in n.targets if isinstance(t, ast.Name)}
+    module_attrs = {t.attr: canonical(_dotted(n.value.func).split(".")[-1]) for n in ast.walk(tree)
+                    if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                    for t in n.targets if isinstance(t, ast.Attribute) and _dotted(n.value.func)}
+    launch_kw = [k for c in calls for k in c.keywords]
+    blocks = _int_values(k.value for k in launch_kw if k.arg and _BLOCK_NAME.match(k.arg))
+    blocks += _int_values(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                          and any(isinstance(t, ast.Name) and _BLOCK_NAME.match(t.id) for t in n.targets))
+    blocks += _int_values(n.value for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and n.value
+                          and isinstance(n.target, ast.Name) and _BLOCK_NAME.match(n.target.id))
+    for f in kernels:  # constexpr defaults: def k(..., BLOCK_SIZE: tl.constexpr = 1024)
+        args = f.args.args[len(f.args.args) - len(f.args.defaults):]
+        blocks += _int_values(d for a, d in zip(args, f.args.defaults) if _BLOCK_NAME.match(a.arg))
+    blocks += _int_values(v for c in calls if _dotted(c.func).endswith("Config") and c.args
+                          and isinstance(c.args[0], ast.Dict)
+                          for k, v in zip(c.args[0].keys, c.args[0].values)
+                          if isinstance(k, ast.Constant) and _BLOCK_NAME.match(str(k.value)))
+    blocks += cuda.pop("_cuda_blocks")
+    tf32 = stats["tf32"] or any(a.endswith("allow_tf32") for a in attributes) and any(
+        isinstance(n, ast.Assign) and any(_dotted(t).endswith("allow_tf32") for t in n.targets)
+        and getattr(n.value, "value", None) is True for n in ast.walk(tree))
+    tf32 = tf32 or any(_dotted(c.func).endswith("set_float32_matmul_precision") and c.args
+                       and getattr(c.args[0], "value", "") in ("high", "medium") for c in calls)
+    n_triton, n_cuda = len(kernels), int(cuda.pop("code_cuda_kernels"))
+    values: dict[str, Scalar] = {
+        "code_language": "mixed" if n_triton and n_cuda else "triton" if n_triton else "cuda" if n_cuda else "torch",
+        "code_triton_kernels": n_triton,
+        "code_cuda_kernels": n_cuda,
+        "code_custom_kernels": n_triton + n_cuda,
+        "code_k_loops": int(stats["k_loops"]) + int(cuda.pop("_cuda_k_loops")),
+        "code_uses_tl_dot": stats["dots"] > 0,
+        "code_uses_shared_memory": stats["dots"] > 0 or bool(cuda.pop("_cuda_shared")),
+        "code_transcendentals": int(stats["transcendentals"]) + int(cuda.pop("_cuda_transcendentals")),
+        "code_uses_fast_math": bool(cuda.pop("_cuda_fast_math")),
+        "code_atomics": int(stats["atomics"]) + int(cuda.pop("_cuda_atomics")),
+        "code_where_count": int(stats["wheres"]) + int(cuda.pop("_cuda_branches")),
+        "code_syncthreads": int(stats["barriers"]) + int(cuda.pop("_cuda_sync")),
+        "code_uses_autotune": autotune,
+        "code_eviction_hints": bool(stats["eviction"]) or bool(cuda.pop("_cuda_eviction")),
+        "code_uses_cuda_graph": bool({"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables"}
+                                     & (names | attributes)),
+        "code_uses_torch_compile": "torch.compile" in names or any(
+            _dotted(d.func if isinstance(d, ast.Call) else d) == "torch.compile"
+            for f in functions for d in f.decorator_list),
+        "code_uses_tf32": bool(tf32),
+        "code_uses_channels_last": "torch.channels_last" in attributes,
+    }
+    unavailable: dict[str, str] = {}
+    if n_cuda:
+        values["code_vector_width"] = int(cuda["code_vector_width"])
+    else:
+        unavailable["code_vector_width"] = "no CUDA source; Triton chooses vector widths itself"
+    if blocks:
+        values["code_block_size"] = max(blocks)
+    else:
+        unavailable["code_block_size"] = "no BLOCK-style constant in the candidate"
+    for key, name in (("num_warps", "code_num_warps"), ("num_stages", "code_num_stages")):
+        found = _int_values(k.value for k in launch_kw if k.arg == key)
+        if found:
+            values[name] = max(found)
+        else:
+            unavailable[name] = f"the candidate passes no {key}"
+    launches = _launch_count(tree, {k.name for k in kernels}, extension_names, module_attrs)
+    if launches is None:
+        unavailable["code_launches_per_forward"] = "the candidate defines no ModelNew.forward"
+    else:
+        values["code_launches_per_forward"] = launches
+    return Features(values, unavailable)
