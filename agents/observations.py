@@ -150,7 +150,12 @@ def _number(value: Any) -> float | None:
         return None
 
 
-_SUMMED = {"shared_mem_per_block_bytes", "shared_bank_conflicts"}  # parts of one quantity
+# Raw names that are parts of one quantity: summed when no name for the whole is present.
+_PARTS = {
+    "shared_mem_per_block_bytes": ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic"),
+    "shared_bank_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                              "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
+}
 _LARGEST = {"tensor_pipe_utilization_pct"}  # per-architecture variants: the one that ran
 _STALL_PREFIXES = ("smsp__average_warps_issue_stalled_", "smsp__pcsamp_warps_issue_stalled_")
 _INTEGERS = {"registers_per_thread", "grid_size", "block_size", "shared_mem_per_block_bytes",
@@ -182,10 +187,12 @@ def _ncu_values(raw_in: Mapping[str, Any]) -> dict[str, Scalar]:
     for metric in vocabulary().values():
         if metric.source != "ncu" or metric.id == "occupancy_limiter":
             continue
-        present = [(stall if n in stall else raw)[n] for n in metric.ncu_names if n in raw]
+        parts = _PARTS.get(metric.id, ())
+        whole = [(stall if n in stall else raw)[n] for n in metric.ncu_names if n in raw and n not in parts]
+        present = whole or [raw[n] for n in parts if n in raw]
         if not present:
             continue
-        if metric.id in _SUMMED and metric.ncu_names[0] not in raw:
+        if not whole:
             value = sum(present)
         elif metric.id in _LARGEST:
             value = max(present)

@@ -1,0 +1,266 @@
+"""The Planner: a deterministic choice of the next technique, made of graph queries.
+
+1. Bottleneck signatures are evaluated inside Cypher against the observation map.
+2. The techniques addressing the matched bottlenecks are checked against their REQUIRES and
+   FORBIDDEN_WHEN conditions, again inside Cypher.
+3. Short-term memory removes what this lineage already applied, what conflicts with it, and what
+   failed or gained nothing from the same parent (tabu); the brain may decline what it cannot apply.
+4. The rest is ranked by edge priority, expected gain, the prior learned from past runs, then id.
+
+The same graph and the same observations give the same Plan, byte for byte (`Plan.to_json`).
+When no rule yields a technique, a retrieval fallback may propose one, marked as such.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kskill.graph_schema import planner_queries as q
+from kskill.graph_schema.migrations import now_iso
+from kskill.graph_schema.model import stable_id
+from kskill.graph_schema.store import GraphStore
+
+Scalar = str | int | float | bool
+Capability = Callable[[str], tuple[bool, str]]  # technique id -> (can apply here, why not)
+Fallback = Callable[[str, int], list[str]]  # description, k -> technique ids, nearest first
+MIN_GAIN = 1.01  # a child that does not beat its parent by 1% gained nothing
+
+
+@dataclass(frozen=True)
+class ConditionCheck:
+    id: str
+    metric: str
+    text: str
+    held: bool | None  # None: the metric was not observed
+
+
+@dataclass(frozen=True)
+class BottleneckMatch:
+    id: str
+    name: str
+    matched: bool
+    checks: list[ConditionCheck]
+
+
+@dataclass(frozen=True)
+class RankedTechnique:
+    technique: str
+    bottleneck: str | None
+    priority: int
+    expected_gain: float
+    prior: float
+
+
+@dataclass(frozen=True)
+class Rejection:
+    technique: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    id: str
+    tier: str  # "rule", "fallback", or "none"
+    case: str
+    selected: str | None
+    bottleneck: str | None
+    ranked: list[RankedTechnique]
+    rejected: list[Rejection]
+    bottlenecks: list[BottleneckMatch]
+    observations: dict[str, Scalar]
+    unavailable: list[str] = field(default_factory=list)
+
+    @property
+    def matched(self) -> list[BottleneckMatch]:
+        return [b for b in self.bottlenecks if b.matched]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, indent=2)
+
+
+class Planner:
+    def __init__(self, store: GraphStore, statuses: Sequence[str] = ("accepted",),
+                 fallback: Fallback | None = None):
+        self.store = store
+        self.statuses = list(statuses)
+        self.fallback = fallback
+
+    def plan(self, observations: Mapping[str, Any], parent: str | None = None,
+             capability: Capability | None = None, description: str = "") -> Plan:
+        obs = {k: v for k, v in sorted(observations.items()) if isinstance(v, (str, int, float, bool))}
+        params = {"obs": obs, "statuses": self.statuses}
+        bottlenecks = [_bottleneck(r) for r in self.store.run(q.BOTTLENECK_SIGNATURES, params)]
+        matched = [b.id for b in bottlenecks if b.matched]
+        rows = self.store.run(q.CANDIDATE_TECHNIQUES, {**params, "bottlenecks": matched}) if matched else []
+        memory = _ShortTermMemory(self.store, parent)
+        ranked, rejected = _screen(rows, memory, capability)
+        tier = "rule"
+        if not ranked and self.fallback is not None:
+            tier = "fallback"
+            proposed = [t for t in self.fallback(description or _describe(obs), 5)
+                        if t not in {r.technique for r in rejected}]
+            guard_rows = self.store.run(q.TECHNIQUE_GUARDS, {**params, "techniques": proposed}) if proposed else []
+            order = {t: i for i, t in enumerate(proposed)}
+            guard_rows.sort(key=lambda r: order[r["technique"]])
+            ranked, more = _screen(guard_rows, memory, capability, by_rank=False)
+            rejected += more
+        selected = ranked[0] if ranked else None
+        rejected += [Rejection(r.technique, f"outranked by {selected.technique}") for r in ranked[1:]]
+        context = parent or "standalone"
+        return Plan(
+            id=stable_id("dec", context, obs, self.statuses),
+            tier=tier if selected else "none",
+            case=_case(selected, tier, bottlenecks, rejected),
+            selected=selected.technique if selected else None,
+            bottleneck=selected.bottleneck if selected else None,
+            ranked=ranked,
+            rejected=sorted(set(rejected), key=lambda r: (r.technique, r.reason)),
+            bottlenecks=bottlenecks,
+            observations=obs,
+            unavailable=sorted({c.metric for b in bottlenecks for c in b.checks if c.held is None}),
+        )
+
+    def record(self, plan: Plan) -> str:
+        """Write the Decision subgraph; return the Decision id."""
+        with self.store.transaction() as tx:
+            tx.write(q.WRITE_DECISION, {"id": plan.id, "tier": plan.tier, "case": plan.case, "now": now_iso()})
+            tx.write(q.WRITE_OBSERVATIONS, {"decision": plan.id, "rows": [
+                {"id": stable_id("obs", plan.id, k), "props": {"metric": k, "value": v, "available": True}}
+                for k, v in plan.observations.items()
+            ] + [
+                {"id": stable_id("obs", plan.id, k), "props": {"metric": k, "available": False}}
+                for k in plan.unavailable if k not in plan.observations
+            ]})
+            tx.write(q.WRITE_MATCHED_BOTTLENECKS, {"decision": plan.id,
+                                                   "rows": [{"bottleneck": b.id} for b in plan.matched]})
+            tx.write(q.WRITE_MATCHED_CONDITIONS, {"decision": plan.id, "rows": [
+                {"condition": c.id} for b in plan.matched for c in b.checks]})
+            if plan.selected:
+                tx.write(q.WRITE_SELECTED, {"decision": plan.id, "technique": plan.selected,
+                                            "bottleneck": plan.bottleneck or ""})
+            tx.write(q.WRITE_REJECTED, {"decision": plan.id, "rows": [
+                {"technique": r.technique, "reason": r.reason} for r in _one_reason_each(plan.rejected)]})
+        return plan.id
+
+    def record_outcome(self, bottleneck: str, technique: str, gain: float) -> None:
+        """Teach the skill base: count the trial and fold the gain into the edge's mean."""
+        self.store.write(q.RECORD_OUTCOME, {"bottleneck": bottleneck, "technique": technique, "gain": gain})
+
+
+class _ShortTermMemory:
+    """What this task already tried, read from the trajectory in the graph."""
+
+    def __init__(self, store: GraphStore, parent: str | None):
+        self.applied: dict[str, int] = {}
+        self.tabu: dict[str, str] = {}
+        if parent is None:
+            return
+        for row in store.run(q.LINEAGE_TECHNIQUES, {"parent": parent}):
+            self.applied.setdefault(row["technique"], row["n"])
+        for row in store.run(q.CHILD_OUTCOMES, {"parent": parent}):
+            why = _no_gain(row)
+            if why:
+                self.tabu.setdefault(row["technique"], f"tabu: tried from this parent at attempt {row['n']}: {why}")
+
+
+def _no_gain(row: dict[str, Any]) -> str:
+    if not row["correct"]:
+        return f"{row['status']}"
+    parent, child = row["parent_speedup"], row["speedup"]
+    if child is None:
+        return "no timing"
+    if parent is not None and child < parent * MIN_GAIN:
+        return f"no gain ({child:.3f}x vs parent {parent:.3f}x)"
+    return ""
+
+
+def _screen(rows: list[dict[str, Any]], memory: _ShortTermMemory, capability: Capability | None,
+            by_rank: bool = True) -> tuple[list[RankedTechnique], list[Rejection]]:
+    """Split candidate rows into eligible (ranked) and rejected, each with a reason."""
+    best: dict[str, RankedTechnique] = {}
+    rejected: list[Rejection] = []
+    for row in rows:
+        tid = row["technique"]
+        reason = _guard_reason(row) or _memory_reason(tid, row["conflicts"], memory)
+        if not reason and capability is not None:
+            ok, why = capability(tid)
+            reason = "" if ok else f"the brain cannot apply it here: {why}"
+        if reason:
+            rejected.append(Rejection(tid, reason))
+            continue
+        trials, successes = row.get("trials", 0), row.get("successes", 0)
+        candidate = RankedTechnique(
+            technique=tid, bottleneck=row.get("bottleneck"), priority=int(row.get("priority") or 0),
+            expected_gain=float(row.get("expected_gain") or 1.0),
+            prior=round(float(row.get("mean_gain", 1.0)) * (successes + 1) / (trials + 2), 6))
+        if tid not in best or _rank_key(candidate) < _rank_key(best[tid]):
+            best[tid] = candidate
+    ranked = list(best.values())
+    if by_rank:
+        ranked.sort(key=_rank_key)
+    rejected = [r for r in rejected if r.technique not in best]
+    return ranked, rejected
+
+
+def _rank_key(t: RankedTechnique) -> tuple:
+    return (-t.priority, -t.expected_gain, -t.prior, t.technique)
+
+
+def _guard_reason(row: dict[str, Any]) -> str:
+    for check in row["requires"]:
+        if check["id"] is None:
+            continue  # OPTIONAL MATCH found no condition
+        if check["held"] is None:
+            return f"requires {check['text']}: {check['metric']} was not observed"
+        if not check["held"]:
+            return f"requires {check['text']}: not met"
+    for check in row["forbidden"]:
+        if check["id"] is not None and check["held"]:
+            return f"forbidden when {check['text']}: it holds"
+    return ""
+
+
+def _memory_reason(tid: str, conflicts: list[str], memory: _ShortTermMemory) -> str:
+    if tid in memory.applied:
+        return f"already applied in this lineage (attempt {memory.applied[tid]})"
+    if tid in memory.tabu:
+        return memory.tabu[tid]
+    clash = sorted(set(conflicts) & set(memory.applied))
+    if clash:
+        return f"conflicts with {clash[0]}, applied in this lineage (attempt {memory.applied[clash[0]]})"
+    return ""
+
+
+def _one_reason_each(rejected: list[Rejection]) -> list[Rejection]:
+    seen: dict[str, Rejection] = {}
+    for r in rejected:
+        seen.setdefault(r.technique, r)
+    return list(seen.values())
+
+
+def _bottleneck(row: dict[str, Any]) -> BottleneckMatch:
+    checks = sorted((ConditionCheck(c["id"], c["metric"], c["text"], c["held"]) for c in row["checks"]),
+                    key=lambda c: c.id)
+    return BottleneckMatch(id=row["id"], name=row["name"], matched=bool(row["matched"]), checks=checks)
+
+
+def _case(selected: RankedTechnique | None, tier: str, bottlenecks: list[BottleneckMatch],
+          rejected: list[Rejection]) -> str:
+    matched = [b.id for b in bottlenecks if b.matched]
+    if selected is None:
+        if not matched:
+            return "no bottleneck signature holds for these observations"
+        return f"matched {', '.join(matched)} but every technique was rejected ({len(rejected)})"
+    if tier == "fallback":
+        return f"no rule applied; nearest technique by retrieval: {selected.technique}"
+    return (f"{selected.bottleneck} detected; {selected.technique} ranked first "
+            f"(priority {selected.priority}, expected gain {selected.expected_gain}x)")
+
+
+def _describe(obs: Mapping[str, Scalar]) -> str:
+    """A text for retrieval from the observed code features, when no description was given."""
+    flags = [k.replace("_", " ") for k, v in obs.items() if v is True]
+    return " ".join(flags) or "gpu kernel optimization"

@@ -1,0 +1,119 @@
+"""End-to-end reviews on the CPU (Triton interpreter) of every fixture candidate.
+
+Each candidate file names its problem and the verdict it must get in its header:
+`# expect: pass`, `# expect: <failure class>`, `# expect: cheating <flag code>` or
+`# expect: rejected` (any failure). Optional `# options: key=value ...` set ReviewOptions.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kskill.agents.errors import ProblemError
+from kskill.agents.reviewer import Review, ReviewOptions, review
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "reviewer"
+CANDIDATES = sorted((FIXTURES / "candidates").glob("*/*.py"))
+pytestmark = pytest.mark.slow
+
+
+def header(path: Path, key: str) -> str | None:
+    match = re.search(rf"^# {key}: (.+)$", path.read_text(), re.MULTILINE)
+    return match.group(1).strip() if match else None
+
+
+def options_for(path: Path) -> ReviewOptions:
+    settings = dict(item.split("=") for item in (header(path, "options") or "").split())
+    values = {"device": "cpu", "timeout_s": 120, **{k: float(v) if "." in v else int(v) for k, v in settings.items()}}
+    return ReviewOptions(**values)
+
+
+def review_fixture(path: Path, **overrides) -> Review:
+    options = options_for(path).model_copy(update=overrides)
+    return review(FIXTURES / "problems" / f"{header(path, 'problem')}.py", path, options)
+
+
+def test_there_are_enough_adversarial_candidates():
+    assert len(list((FIXTURES / "candidates" / "adversarial").glob("*.py"))) >= 12
+
+
+@pytest.mark.parametrize("path", CANDIDATES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_fixture_gets_its_expected_verdict(path):
+    expected = header(path, "expect").split()
+    result = review_fixture(path)
+    summary = f"{result.failure_class}: {result.failure_message}\n{result.log[-2000:]}"
+    if expected[0] == "pass":
+        assert result.passed, summary
+        assert result.correctness.trials_passed == result.correctness.trials_run == 5
+        assert result.timing is not None and not result.timing.representative
+        assert result.rejecting_flags() == []
+        return
+    assert not result.passed and not result.correct
+    if expected[0] == "rejected":
+        assert result.failure_class is not None
+        return
+    assert result.failure_class == expected[0], summary
+    if len(expected) > 1:
+        assert expected[1] in {f.code for f in result.rejecting_flags()}, summary
+    if result.failure_phase != "parse" and re.match(r"^\w+(Error|Exception): ", result.failure_message):
+        assert "Traceback" in result.log, "an exception in the worker must come with its traceback"
+
+
+def test_weights_and_buffers_are_copied():
+    linear = review_fixture(FIXTURES / "candidates" / "honest" / "linear_relu_triton.py", timing=False, profile=False)
+    scaled = review_fixture(FIXTURES / "candidates" / "honest" / "scale_buffer_triton.py", timing=False,
+                            profile=False)
+    assert linear.passed and linear.correctness.parameters_copied == 2
+    assert scaled.passed and scaled.correctness.parameters_copied == 1
+
+
+def test_nondeterministic_reference_is_reported():
+    result = review_fixture(FIXTURES / "candidates" / "honest" / "shuffled_sum_torch.py", timing=False,
+                            profile=False)
+    assert result.passed
+    assert result.correctness.reference_deterministic is False
+    assert 0 < result.correctness.reference_self_max_abs_diff < 1e-3
+    assert any("not deterministic" in note for note in result.profile["notes"])
+
+
+def test_review_serialises_to_json_and_back():
+    result = review_fixture(FIXTURES / "candidates" / "honest" / "tuple_triton.py")
+    again = Review.model_validate_json(result.to_json())
+    assert again == result
+    assert result.observations["output_numel"] == 2 * 40 * 30 and result.observations["dtype"] == "float32"
+    assert "sm_throughput_pct" in result.unavailable and "runtime_ms" in result.unavailable
+    assert result.profile["torch_profiler"]["cpu_ops"]
+    assert result.isolation.memory_strategy.startswith("RLIMIT_AS")
+
+
+def test_early_exit_without_static_checks_is_still_caught():
+    result = review_fixture(FIXTURES / "candidates" / "adversarial" / "early_exit.py", static_checks=False)
+    assert result.failure_class == "runtime" and "without finishing" in result.failure_message
+
+
+def test_forged_result_file_is_not_believed(tmp_path):
+    forged = tmp_path / "forge.py"
+    forged.write_text(
+        "import json, os, torch.nn as nn\n"
+        "for name in os.listdir('.'):\n"
+        "    if name.startswith('job'):\n"
+        "        pass  # the job file, and its nonce, are already gone\n"
+        "json.dump({'finished': True, 'compiled': True, 'correct': True, 'failure': None},\n"
+        "          open('result-review.json', 'w'))\n"
+        "os._exit(0)\n"
+        "class ModelNew(nn.Module):\n"
+        "    pass\n")
+    result = review(FIXTURES / "problems" / "relu.py", forged,
+                    ReviewOptions(device="cpu", static_checks=False, timeout_s=60))
+    assert not result.passed and result.failure_class == "other"
+    assert "without a valid result" in result.failure_message
+
+
+def test_a_broken_problem_raises_problem_error(tmp_path):
+    problem = tmp_path / "broken_problem.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                       "def get_inputs():\n    raise ValueError('no inputs today')\n"
+                       "def get_init_inputs():\n    return []\n")
+    with pytest.raises(ProblemError, match="no inputs today"):
+        review(problem, FIXTURES / "candidates" / "honest" / "relu_triton.py", ReviewOptions(device="cpu"))
