@@ -157,6 +157,8 @@ _PARTS = {
                               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
 }
 _LARGEST = {"tensor_pipe_utilization_pct"}  # per-architecture variants: the one that ran
+_MEMORY_STALLS = ("long_scoreboard", "short_scoreboard", "lg_throttle", "mio_throttle", "tex_throttle", "drain",
+                  "imc_miss")
 _STALL_PREFIXES = ("smsp__average_warps_issue_stalled_", "smsp__pcsamp_warps_issue_stalled_")
 _INTEGERS = {"registers_per_thread", "grid_size", "block_size", "shared_mem_per_block_bytes",
              "shared_bank_conflicts"}
@@ -199,6 +201,9 @@ def _ncu_values(raw_in: Mapping[str, Any]) -> dict[str, Scalar]:
         else:
             value = present[0]
         out[metric.id] = int(value) if metric.id in _INTEGERS else value
+    memory = [v for k, v in stall.items() if any(f"_stalled_{r}" in k for r in _MEMORY_STALLS)]
+    if memory:
+        out["memory_stall_share"] = sum(memory) / 100.0
     limits = {kind: raw[name] for name, kind in _LIMITS.items() if name in raw}
     if len(limits) == len(_LIMITS):
         full = raw.get("sm__maximum_warps_per_active_cycle_pct", 0.0) >= 99.9
