@@ -100,31 +100,39 @@ def external_users(graph: Graph, covered: set[str]) -> set[str]:
 
 
 def group_pointwise(graph: Graph, allowed: set[str]) -> list[Body]:
-    """Greedy maximal pointwise chains over nodes in `allowed`, each one valid kernel."""
-    groups: list[list[Node]] = []
+    """Greedy maximal pointwise groups over nodes in `allowed`, each one valid kernel.
+
+    A node joins (and so merges) every group it reads from that has its shape, when the union
+    can still run as one unit; otherwise it starts a group of its own.
+    """
+    groups: dict[int, list[Node]] = {}
     group_of: dict[str, int] = {}
     for node in graph.nodes:
         if node.name not in allowed:
             continue
-        joined = False
+        candidates = []
         for operand in data_operands(node):
-            if not isinstance(operand, Ref) or operand.name not in group_of:
-                continue
-            gi = group_of[operand.name]
-            members = groups[gi]
-            if members[0].shape != node.shape:
-                continue
-            covered = {m.name for m in members} | {node.name}
+            if isinstance(operand, Ref) and operand.name in group_of:
+                gi = group_of[operand.name]
+                if gi not in candidates and groups[gi][0].shape == node.shape:
+                    candidates.append(gi)
+        merged: list[Node] = [node]
+        taken: list[int] = []
+        for gi in candidates:
+            trial = groups[gi] + merged
+            covered = {m.name for m in trial}
             if placement_ok(graph, covered, external_users(graph, covered)):
-                members.append(node)
-                group_of[node.name] = gi
-                joined = True
-                break
-        if not joined:
-            group_of[node.name] = len(groups)
-            groups.append([node])
+                merged = trial
+                taken.append(gi)
+        gid = taken[0] if taken else len(group_of) + len(groups) + 1
+        for gi in taken:
+            groups.pop(gi)
+        members = sorted(merged, key=lambda m: graph.position[m.name])
+        groups[gid] = members
+        for m in members:
+            group_of[m.name] = gid
     bodies = []
-    for members in groups:
+    for members in sorted(groups.values(), key=lambda ms: graph.position[ms[0].name]):
         covered = {m.name for m in members}
         outputs = [m.name for m in members if m.name in external_users(graph, covered)]
         bodies.append(Body(members, tuple(members[0].shape), outputs))

@@ -78,7 +78,7 @@ def batch_norm_unit(name: str, region: Region, graph: Graph, params: dict[str, A
                 "    total = count + n_t", "    delta = mean_t - mean",
                 "    mean = mean + delta * (n_t / tl.maximum(total, 1.0))",
                 "    m2 = m2 + m2_t + delta * delta * (count * n_t / tl.maximum(total, 1.0))", "    count = total",
-                "var = m2 / count"]
+                "var = m2 / tl.maximum(count, 1.0)"]
         if track:
             fin += [f"rm = tl.load(rm_ptr + cs, mask=cmask, other=0.0)", "rv = tl.load(rv_ptr + cs, mask=cmask, other=0.0)",
                     f"tl.store(rm_ptr + cs, (1.0 - {momentum!r}) * rm + {momentum!r} * mean, mask=cmask)",

@@ -1,0 +1,40 @@
+"""gemm_epilogue_fusion: cuBLAS/cuDNN product + bias and epilogue in one Triton pass."""
+
+import pytest
+from recipe_support import check, problem
+
+LINEAR = '''class Model(nn.Module):
+    def __init__(self, i, o):
+        super().__init__()
+        self.fc = nn.Linear(i, o)
+        self.scale = nn.Parameter(torch.randn(o))
+
+    def forward(self, x):
+        y = self.fc(x)
+        return F.gelu(y) * self.scale + torch.sigmoid(y)
+'''
+CONV = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 5, 3, padding=1)
+        self.bias = nn.Parameter(torch.randn(5, 1, 1))
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)) + self.bias
+'''
+
+
+@pytest.mark.parametrize("backend", ["cublas", "triton"])
+def test_linear_epilogue(backend):
+    cand = check(problem(LINEAR, "[torch.randn(5, 33)]", "[33, 37]"), ["gemm_epilogue_fusion"], {"gemm_backend": backend})
+    assert cand.applied == ["gemm_epilogue_fusion"]
+    assert [p["gemm_backend"] for k, p in cand.params.items() if k.startswith("_gemm")] == [backend]
+
+
+def test_conv_bias_folded_into_epilogue():
+    cand = check(problem(CONV, "[torch.randn(2, 3, 7, 9)]"), ["gemm_epilogue_fusion"])
+    assert "None, (1, 1), (1, 1)" in cand.source  # conv called without its bias
+
+
+def test_linear_3d_input():
+    check(problem(LINEAR, "[torch.randn(2, 3, 17)]", "[17, 9]"), ["gemm_epilogue_fusion"])

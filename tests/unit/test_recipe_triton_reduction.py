@@ -1,0 +1,24 @@
+"""triton_reduction: reductions over any contiguous dims, split and unsplit."""
+
+import pytest
+from recipe_support import check, problem
+
+
+@pytest.mark.parametrize("expr, shape", [
+    ("torch.sum(x, dim=1, keepdim=True)", (3, 37, 5)), ("x.mean(dim=-1)", (5, 129)),
+    ("torch.max(x, dim=1)[0]", (3, 37, 5)), ("torch.argmax(x, dim=1)", (3, 37)), ("torch.argmin(x, dim=0)", (37, 3)),
+    ("torch.amin(x, dim=0)", (37, 5)), ("torch.prod(x * 0.1 + 1.0, dim=1)", (3, 37)), ("torch.sum(x)", (7, 37)),
+    ("torch.mean(x, dim=(1, 2))", (3, 5, 7, 2)),
+])
+def test_reductions(expr, shape):
+    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {expr}\n", f"[torch.randn{shape}]")
+    cand = check(src, ["triton_reduction", "kernel_fusion"])
+    assert "triton_reduction" in cand.applied
+
+
+@pytest.mark.parametrize("split", [2, 5])
+def test_split_reduction_with_prologue(split):
+    src = problem("class Model(nn.Module):\n    def forward(self, a, b):\n        return torch.mean((a - b) ** 2)\n",
+                  "[torch.randn(3, 301), torch.randn(3, 301)]")
+    cand = check(src, ["triton_reduction", "kernel_fusion"], {"launch": {"_reduce_0": {"SPLIT": split, "BLOCK_R": 64}}})
+    assert cand.params["_reduce_0"]["SPLIT"] == split and "_partial" in cand.source
