@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kskill.agents.reviewer.static_checks import dotted_name
+
 Scalar = bool | int | float | str
 
 # --- operator families --------------------------------------------------------------------------
@@ -651,14 +653,7 @@ _TORCH_MODULES = ("torch", "F", "nn", "functional", "fn")
 
 def _dotted(node: ast.AST) -> str:
     """`a.b.c` for an attribute chain, '' for anything else."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
+    return dotted_name(node) or ""
 
 
 def _is_jit(decorator: ast.expr) -> bool:

@@ -44,6 +44,12 @@ def test_every_feature_is_a_typed_vocabulary_name(ref, cand):
         _check_vocabulary(features, ("static",))
 
 
+def test_every_static_vocabulary_name_is_produced(ref, cand):
+    produced = {n for f in [*ref.values(), *cand.values()] for n in (*f.values, *f.unavailable)}
+    static = {n for n, m in vocabulary().items() if m.source == "static"}
+    assert static <= produced, f"defined in metrics.yaml but never extracted: {sorted(static - produced)}"
+
+
 def test_matmul_bias_relu(ref):
     v = ref["matmul_bias_relu"].values
     assert v["capture_method"] == "fx" and v["static_shapes"] is True
