@@ -1,0 +1,1 @@
+"""Triton code templates of the recipe brain, one module per kernel family."""
