@@ -270,8 +270,13 @@ def test_failure_patterns_compile(data):
     ("log", "expected"),
     [
         ("RuntimeError: CUDA error: an illegal memory access was encountered", "fp_illegal_memory_access"),
-        ("triton.runtime.errors.OutOfResources: out of resources: shared memory, Required: 262144, Hardware limit: 232448",
-         "fp_shared_memory_exceeded"),
+        ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: "
+         "232448. Reducing block sizes or `num_stages` may help.", "fp_shared_memory_exceeded"),
+        ("triton.runtime.errors.OutOfResources: out of resource: threads, Required: 2048, Hardware limit: 1024.",
+         "fp_invalid_launch_configuration"),
+        ("AssertionError: Input shapes should have M >= 1, N >= 1 and K >= 8", "fp_triton_dot_shape"),
+        ("AssertionError: Both operands must be same dtype. Got fp32 and fp16", "fp_triton_dot_shape"),
+        ("ValueError: arange's arguments must be of type tl.constexpr", "fp_triton_block_not_pow2"),
         ("ptxas error   : Entry function 'k' uses too much shared data", "fp_shared_memory_exceeded"),
         ("RuntimeError: CUDA error: too many resources requested for launch", "fp_too_many_registers"),
         ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "fp_out_of_memory"),
@@ -327,3 +332,20 @@ def test_loader_reads_the_same_files(data):
     for kind in ("bottlenecks", "techniques", "failures"):
         for row in data[kind]:
             assert row["id"] in text, f"loader lost {row['id']}"
+
+
+@pytest.mark.parametrize(("module_file", "text"), [
+    ("runtime/errors.py", "Reducing block sizes or `num_stages` may help."),
+    ("runtime/errors.py", "out of resource: {self.name}, Required: {self.required}, Hardware limit: {self.limit}"),
+    ("runtime/jit.py", "Decorator for JIT-compiling a function using the Triton compiler."),
+    ("language/semantic.py", "arange's range must be a power of 2"),
+    ("language/semantic.py", "arange's arguments must be of type tl.constexpr"),
+    ("language/semantic.py", "Input shapes should have M >= {min_dot_size[0]}, N >= {min_dot_size[1]} and K >= "),
+    ("language/semantic.py", "Both operands must be same dtype."),
+    ("_utils.py", "exceeds triton maximum tensor numel"),
+])
+def test_triton_messages_and_quotes_exist_in_triton(module_file, text):
+    """The Triton messages the failure samples use, and the quoted docstring, are Triton's own text."""
+    triton = pytest.importorskip("triton", reason="triton is needed to read its messages")
+    source = (Path(triton.__file__).parent / module_file).read_text(encoding="utf-8")
+    assert text in source
