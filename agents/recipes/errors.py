@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kskill.graph_schema.errors import KskillError
+from kskill.agents.errors import AgentError
 
 
-class RecipeNotApplicable(KskillError):
+class RecipeNotApplicable(AgentError):
     """A recipe cannot be applied to this reference (the message says why and what would make it apply)."""
 
 
