@@ -219,7 +219,8 @@ class EmbeddedServer:
         while time.monotonic() < deadline:
             if self.ping():
                 return
-            if self.pid_path.exists() and not _alive(_read_pid(self.pid_path)):
+            pid = _read_pid(self.pid_path)  # None while the daemon is still writing it
+            if pid and not _alive(pid):
                 break
             time.sleep(0.01)
         raise StoreUnavailable(
@@ -287,6 +288,11 @@ class EmbeddedStore(GraphStore):
         except GraphError as exc:
             if "already indexed" not in str(exc):
                 raise
+
+    def drop_graph(self) -> None:
+        """Delete this graph with its indexes and constraints (other graphs on the server stay)."""
+        with contextlib.suppress(redis.ResponseError):  # already gone
+            self._graph.delete()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -67,28 +67,37 @@ class Metric(Node):
 
 
 class Condition(Node):
-    """A machine-evaluable predicate over one metric; its id is derived from its content."""
+    """A machine-evaluable predicate over one metric; its id is derived from its content.
+
+    `in` keeps its list in `values` and every other operator its operand in `value`, so that a
+    query can evaluate any condition without comparing a scalar with a list.
+    """
 
     label: ClassVar[str] = "Condition"
     metric: str
     op: ConditionOp
-    value: Scalar | list[Scalar] | None = None
+    value: Scalar | None = None
+    values: list[Scalar] | None = None
     text: str = ""  # human-readable form, filled in by `of`
 
     @model_validator(mode="after")
-    def _value_fits_op(self) -> Condition:
-        if self.op == "is_true" and self.value is not None:
+    def _operand_fits_op(self) -> Condition:
+        if self.op == "in":
+            if not self.values or self.value is not None:
+                raise ValueError("'in' needs a non-empty list of values")
+        elif self.values is not None:
+            raise ValueError(f"{self.op!r} takes no list")
+        elif self.op == "is_true" and self.value is not None:
             raise ValueError("is_true takes no value")
-        if self.op == "in" and not isinstance(self.value, list):
-            raise ValueError("'in' needs a list value")
-        if self.op not in ("is_true", "in") and (self.value is None or isinstance(self.value, list)):
-            raise ValueError(f"{self.op!r} needs a single value")
+        elif self.op != "is_true" and self.value is None:
+            raise ValueError(f"{self.op!r} needs a value")
         return self
 
     @classmethod
     def of(cls, metric: str, op: str, value: Any = None) -> Condition:
         text = f"{metric} is true" if op == "is_true" else f"{metric} {op} {value!r}"
-        return cls(id=stable_id("cond", metric, op, value), metric=metric, op=op, value=value, text=text)
+        operand = {"values": value} if op == "in" else {"value": value}
+        return cls(id=stable_id("cond", metric, op, value), metric=metric, op=op, text=text, **operand)
 
 
 class Bottleneck(Node):

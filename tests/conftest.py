@@ -42,7 +42,7 @@ def empty_store(graph_home: Path):
 
     store = open_store("embedded", graph_home, graph_name=f"test{os.getpid()}_{next(_graph_numbers)}")
     yield store
-    store.write("MATCH (n) DETACH DELETE n")
+    store.drop_graph()
     store.close()
 
 

@@ -46,6 +46,19 @@ PARAMS: dict[str, dict] = {
     "CHECK_BOTTLENECKS_WITHOUT_SIGNATURE": {},
     "CHECK_CONDITIONS_UNKNOWN_METRIC": {},
     "CHECK_ATTEMPTS_WITHOUT_RUN": {},
+    # planner_queries
+    "BOTTLENECK_SIGNATURES": {"obs": {"dram_throughput_pct": 90.0}, "statuses": ["accepted"]},
+    "CANDIDATE_TECHNIQUES": {"obs": {}, "statuses": ["accepted"], "bottlenecks": ["memory_bandwidth"]},
+    "TECHNIQUE_GUARDS": {"obs": {}, "statuses": ["accepted"], "techniques": ["kernel_fusion"]},
+    "LINEAGE_TECHNIQUES": {"parent": "att:none"},
+    "CHILD_OUTCOMES": {"parent": "att:none"},
+    "RECORD_OUTCOME": {"bottleneck": "memory_bandwidth", "technique": "kernel_fusion", "gain": 1.2},
+    "WRITE_DECISION": {"id": "dec:conformance", "tier": "rule", "case": "c", "now": "t"},
+    "WRITE_OBSERVATIONS": {"decision": "dec:conformance", "rows": [{"id": "obs:c", "props": {"metric": "m"}}]},
+    "WRITE_MATCHED_BOTTLENECKS": {"decision": "dec:conformance", "rows": [{"bottleneck": "memory_bandwidth"}]},
+    "WRITE_MATCHED_CONDITIONS": {"decision": "dec:conformance", "rows": []},
+    "WRITE_SELECTED": {"decision": "dec:conformance", "technique": "kernel_fusion", "bottleneck": "b"},
+    "WRITE_REJECTED": {"decision": "dec:conformance", "rows": [{"technique": "cuda_graph", "reason": "r"}]},
 }
 # Writes that would empty the graph run last, in their own tests.
 DESTRUCTIVE = {"DELETE_ALL", "DELETE_STALE_BUILTIN_NODES", "DELETE_STALE_BUILTIN_EDGES"}
