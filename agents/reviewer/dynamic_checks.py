@@ -88,20 +88,31 @@ def _filler(t: torch.Tensor) -> torch.Tensor:
     return torch.full_like(t, -12345)
 
 
-def poison_freed_memory(like: Any, copies: int = 2) -> None:
+def _release_cached_blocks(like: list[torch.Tensor]) -> None:
+    """Return CUDA's cached free blocks to the driver, so the blocks allocated next are the free ones."""
+    if any(t.is_cuda for t in like):
+        torch.cuda.empty_cache()
+
+
+def poison_freed_memory(like: Any, copies: int = 4) -> None:
     """Fill memory of the outputs' sizes with NaN (or sentinels) and free it.
 
     A candidate that returns uninitialised memory (torch.empty) then reads NaN instead of
-    whatever the reference left behind. Effective with CUDA's caching allocator; on the CPU
-    freed blocks are often returned to the system, and the decoy probe below decides.
+    whatever the reference left behind. CUDA's caching allocator hands out the best-fitting
+    free block, so after releasing the cache these poisoned blocks are the ones it finds. On
+    the CPU freed blocks are often returned to the system; the decoy probe below decides.
     """
-    garbage = [_filler(t) for t in _tensors(like) for _ in range(copies)]
+    tensors = _tensors(like)
+    _release_cached_blocks(tensors)
+    garbage = [_filler(t) for t in tensors for _ in range(copies)]
     del garbage
 
 
 def leave_answer_in_freed_memory(expected: Any) -> None:
     """The decoy: copies of the right answer, freed, for a stale-memory cheat to pick up."""
-    decoys = [t.clone() for t in _tensors(expected)]
+    tensors = _tensors(expected)
+    _release_cached_blocks(tensors)
+    decoys = [t.clone() for t in tensors]
     del decoys
 
 

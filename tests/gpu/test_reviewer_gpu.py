@@ -1,0 +1,84 @@
+"""The Reviewer on a real GPU: CUDA-event timing, ncu, CUDA C++ candidates, GPU failures.
+
+Run on a CUDA machine with `pytest -m gpu tests/gpu/test_reviewer_gpu.py`.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kskill.agents.reviewer import ReviewOptions, review
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "reviewer"
+GPU = FIXTURES / "gpu"
+RELU = GPU / "relu_large.py"
+TRITON_RELU = FIXTURES / "candidates" / "honest" / "relu_triton.py"
+
+
+def options(**kw) -> ReviewOptions:
+    return ReviewOptions(**{"device": "cuda", "timeout_s": 300, **kw})
+
+
+def test_triton_candidate_is_timed_with_cuda_events_and_profiled():
+    result = review(RELU, TRITON_RELU, options())
+    assert result.passed, f"{result.failure_class}: {result.failure_message}\n{result.log[-3000:]}"
+    timing = result.timing
+    assert timing.method == "cuda_events" and timing.representative and timing.l2_flush_bytes > 0
+    assert timing.candidate.n >= 20 and timing.reference.median_ms > 0
+    assert result.observations["runtime_ms"] == timing.candidate.median_ms
+    assert result.observations["kernel_launches_per_forward"] >= 1
+    assert result.observations["gpu_name"] == torch.cuda.get_device_name()
+    # ncu either measured or said why not; never both, never silent.
+    for name in ("sm_throughput_pct", "dram_throughput_pct", "registers_per_thread"):
+        assert (name in result.observations) != (name in result.unavailable)
+
+
+def test_cuda_cpp_candidate_builds_in_its_own_directory_and_passes():
+    result = review(RELU, GPU / "relu_cuda.py", options(keep_workdir=True))
+    assert result.passed, f"{result.failure_class}: {result.failure_message}\n{result.log[-3000:]}"
+    build = Path(result.profile["workdir"]) / "build"
+    assert any(build.rglob("*.so")), "load_inline did not build under the candidate's build directory"
+
+
+def test_cuda_compile_error_is_a_compile_failure():
+    result = review(RELU, GPU / "compile_error_cuda.py", options())
+    assert result.failure_class == "compile" and "this_function_does_not_exist" in result.log
+
+
+def test_illegal_address_is_a_runtime_failure():
+    result = review(RELU, GPU / "illegal_address_cuda.py", options())
+    assert result.failure_class == "runtime", result.failure_message
+    assert "illegal" in (result.failure_message + result.log).lower()
+
+
+def test_hanging_kernel_times_out_and_the_next_review_still_works():
+    result = review(RELU, GPU / "hang_cuda.py", options(timeout_s=240))
+    assert result.failure_class == "timeout", result.failure_message
+    after = review(RELU, TRITON_RELU, options(ncu=False))
+    assert after.passed
+
+
+def test_stale_memory_is_rejected_on_the_caching_allocator():
+    result = review(RELU, FIXTURES / "candidates" / "adversarial" / "stale_memory.py", options(ncu=False))
+    assert not result.passed and result.failure_class in ("cheating", "numeric")
+
+
+@pytest.mark.parametrize("name", ["zero_inputs", "cached_result", "call_counter", "hidden_patch", "alias_input"])
+def test_dynamic_cheats_are_rejected_on_gpu(name):
+    result = review(RELU, FIXTURES / "candidates" / "adversarial" / f"{name}.py", options(ncu=False))
+    assert result.failure_class == "cheating", result.failure_message
+
+
+def test_speedup_is_stable_across_repeats():
+    speedups = [review(RELU, TRITON_RELU, options(ncu=False, profile=False)).timing.speedup for _ in range(3)]
+    spread = (max(speedups) - min(speedups)) / (sum(speedups) / 3)
+    assert spread <= 0.03, speedups
+
+
+def test_compiled_reference_is_timed_when_asked():
+    result = review(RELU, TRITON_RELU, options(ncu=False, compile_reference=True))
+    assert result.passed and result.timing.compiled_reference is not None
+    assert result.timing.speedup_vs_compiled > 0
