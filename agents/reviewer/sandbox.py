@@ -2,9 +2,9 @@
 
 The child gets its own session (so the whole process group can be killed), a wall-clock
 timeout, a memory limit (RLIMIT_AS on the CPU; on a GPU, where CUDA reserves a huge virtual
-address space, a resident-memory watch by the parent instead), no core dumps, an
-environment without secrets, its own temp, build and cache directories, and no network
-where `unshare` can create a network namespace. Whatever the child does, the parent gets a
+address space, a resident-memory watch by the parent instead), no core dumps, a cap on
+file sizes, an environment without secrets, its own temp, build and cache directories,
+and no network where `unshare` can create a network namespace. Whatever the child does, the parent gets a
 SandboxOutcome back.
 """
 
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+MAX_FILE_BYTES = 4 * 1024**3  # a candidate printing or writing without end cannot fill the disk
 LOG_TAIL_CHARS = 12_000
 POLL_S = 0.1
 
@@ -105,6 +106,7 @@ def network_namespace_prefix(probe: tuple[str, ...] = ("true",)) -> tuple[tuple[
 def _limit_resources(memory_limit_mb: int, address_space_limit: bool) -> None:
     """Runs in the child between fork and exec."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
     if address_space_limit:
         limit = memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

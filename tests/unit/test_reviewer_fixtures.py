@@ -117,3 +117,10 @@ def test_a_broken_problem_raises_problem_error(tmp_path):
                        "def get_init_inputs():\n    return []\n")
     with pytest.raises(ProblemError, match="no inputs today"):
         review(problem, FIXTURES / "candidates" / "honest" / "relu_triton.py", ReviewOptions(device="cpu"))
+
+
+def test_excessive_speedup_is_reverified_and_flagged():
+    result = review_fixture(FIXTURES / "candidates" / "honest" / "fast_rowsum_torch.py", profile=False)
+    assert result.passed and result.timing.speedup > 10
+    flag = next(f for f in result.flags if f.code == "excessive_speedup")
+    assert flag.severity == "warn" and "re-verified" in flag.message
