@@ -28,9 +28,6 @@ from kskill.agents.reviewer.profiling import torch_profile
 from kskill.agents.reviewer.timing import synchronized_wall_ms, time_cpu, time_cuda
 
 PROBLEM_PHASES = {"load_problem", "build_reference", "reference"}
-GPU_FACTS = ("gpu_name", "gpu_arch", "gpu_sm_count")
-# Compute capability -> architecture family (metrics.yaml gpu_arch); (major, minor) first, then major.
-ARCHITECTURES: dict[Any, str] = {(8, 9): "ada", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell"}
 
 
 class Rejected(Exception):
@@ -126,9 +123,6 @@ class Session:
             self.report.data["notes"].append(
                 f"the reference is not deterministic: two runs on the same inputs differ by up to {diff:.3g}")
         self.report.data["observations"].update(self.problem_observations(inputs, first))
-        self.report.data["observations"].update(self.gpu_observations())
-        if not self.cuda:
-            self.report.data["unavailable"].update({n: "no CUDA device" for n in GPU_FACTS})
 
     def problem_observations(self, inputs: list[Any], outputs: Any) -> dict[str, Any]:
         tensors_in = [t for t in inputs if isinstance(t, torch.Tensor)]
@@ -145,13 +139,6 @@ class Session:
             "batchnorm_training": any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
                                       for m in self.reference.modules()),
         }
-
-    def gpu_observations(self) -> dict[str, Any]:
-        if not self.cuda:
-            return {}
-        props = torch.cuda.get_device_properties(self.device)
-        return {"gpu_name": props.name, "gpu_sm_count": props.multi_processor_count,
-                "gpu_arch": ARCHITECTURES.get((props.major, props.minor), ARCHITECTURES.get(props.major, "unknown"))}
 
     # candidate --------------------------------------------------------------------------
     def load_candidate(self) -> None:
@@ -284,7 +271,12 @@ class Session:
         fns = {"reference": (lambda: self.reference_call(ref_in, None)) if switch else (lambda: self.reference(*ref_in)),
                "candidate": lambda: self.candidate(*cand_in)}
         if self.job["compile_reference"]:
+            # Dynamo wraps a few torch functions (torch.manual_seed among them) when it loads, so
+            # the candidate is checked first and the watch list is taken again after compiling.
+            self.check_runtime("checking correctness")
             compiled = torch.compile(self.reference)
+            compiled(*ref_in)
+            self.runtime = dyn.runtime_snapshot()
             fns["compiled_reference"] = lambda: compiled(*ref_in)
         t = self.job["timing"]
         if self.cuda:

@@ -30,7 +30,7 @@ def test_triton_candidate_is_timed_with_cuda_events_and_profiled():
     assert timing.candidate.n >= 20 and timing.reference.median_ms > 0
     assert result.observations["runtime_ms"] == timing.candidate.median_ms
     assert result.observations["kernel_launches_per_forward"] >= 1
-    assert result.observations["gpu_name"] == torch.cuda.get_device_name()
+    assert result.device == torch.cuda.get_device_name()
     # ncu either measured or said why not; never both, never silent.
     for name in ("sm_throughput_pct", "dram_throughput_pct", "registers_per_thread"):
         assert (name in result.observations) != (name in result.unavailable)
