@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> None:
     elapsed = time.perf_counter() - start
     result["build_texts_per_s"] = round(len(build) / elapsed, 1)
     result["build_text_words_median"] = statistics.median(tokens)
+    start = time.perf_counter()
+    Retriever(build, None)
+    result["lexical_build_texts_per_s"] = round(len(build) / (time.perf_counter() - start), 1)
+    result["load_average"] = os.getloadavg()[0]
 
     # Search over `--vectors` vectors.
     seed = embedder.embed([r.text for r in base])
