@@ -1,1 +1,2 @@
-"""ingest"""
+"""Ingest: load documents, extract bottleneck -> technique -> precondition claims with evidence,
+resolve them against the graph, and write them with provenance (`kskill ingest`)."""

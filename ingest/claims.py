@@ -1,0 +1,92 @@
+"""Candidate knowledge as extractors produce it: triples with a confidence and an evidence span.
+
+A `Claim` is one triple (subject, relation, object) plus where it was read. Subjects and
+objects are `EntityRef`s: an existing node's id, or a name and description that entity
+resolution turns into an id. Relations are those of the skill graph, plus GAIN for a
+numeric speedup claim about a technique.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from kskill.graph_schema.model import Condition
+
+Relation = Literal["ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "GAIN"]
+RELATIONS: tuple[str, ...] = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "GAIN")
+SkillKind = Literal["Bottleneck", "Technique"]
+
+
+@dataclass(frozen=True)
+class EntityRef:
+    """A Bottleneck or Technique: by id when known, else by name and description (a candidate)."""
+
+    kind: SkillKind
+    id: str = ""
+    name: str = ""
+    description: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.id or f"new:{self.name.strip().lower()}"
+
+
+@dataclass(frozen=True)
+class Span:
+    """The quoted passage and where it is: "p. 4" or "section X, offset 1234"."""
+
+    quote: str
+    location: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    subject: EntityRef
+    relation: Relation
+    object: EntityRef | Condition | None  # None for GAIN
+    confidence: float
+    evidence: Span
+    extractor: str  # "rules", "llm" or "note"
+    gain: float | None = None  # a claimed speedup factor (ADDRESSED_BY or GAIN)
+    priority: int | None = None  # notes may state one
+    extra_evidence: tuple[Span, ...] = field(default=())
+
+    @property
+    def triple(self) -> tuple[str, str, str]:
+        """(subject, relation, object) as text: ids, condition text, or the gain for GAIN."""
+        if self.relation == "GAIN":
+            return (self.subject.key, "GAIN", f"{self.gain:g}")
+        if isinstance(self.object, Condition):
+            return (self.subject.key, self.relation, condition_text(self.object))
+        return (self.subject.key, self.relation, self.object.key if self.object else "")
+
+    def with_refs(self, subject: EntityRef, obj: EntityRef | Condition | None) -> Claim:
+        return replace(self, subject=subject, object=obj)
+
+
+def condition_text(cond: Condition) -> str:
+    """A condition in the compact form labels use: `metric op value`."""
+    if cond.op == "is_true":
+        return f"{cond.metric} is_true"
+    value = cond.values if cond.op == "in" else cond.value
+    if isinstance(value, list):
+        value = "[" + ",".join(str(v) for v in value) + "]"
+    return f"{cond.metric} {cond.op} {value}"
+
+
+def merge_claims(claims: list[Claim]) -> list[Claim]:
+    """One claim per triple: the most confident, with the others' quotes kept as extra evidence."""
+    best: dict[tuple[str, str, str], Claim] = {}
+    for claim in claims:
+        key = claim.triple
+        held = best.get(key)
+        if held is None:
+            best[key] = claim
+            continue
+        first, second = (claim, held) if claim.confidence > held.confidence else (held, claim)
+        spans = tuple(s for s in (*first.extra_evidence, second.evidence, *second.extra_evidence)
+                      if s != first.evidence)
+        best[key] = replace(first, extra_evidence=tuple(dict.fromkeys(spans)),
+                            gain=first.gain if first.gain is not None else second.gain)
+    return list(best.values())

@@ -1,0 +1,158 @@
+"""Surface forms of the graph's Bottlenecks and Techniques: how practitioners write their names.
+
+The lexicon finds mentions in a sentence. Each node's own name and id are always surface
+forms; `ALIASES` adds the words the literature uses for the built-in skills (regular
+expressions, matched case-insensitively at word starts). A mention found here is an exact
+hit; retrieval (resolve.py) covers the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# node id -> patterns. Kept to phrases that name the thing itself, not merely its topic:
+# "shared memory" alone names no technique, "stage data into shared memory" does.
+ALIASES: dict[str, tuple[str, ...]] = {
+    # bottlenecks
+    "memory_bandwidth": (r"memory[- ]bound", r"bandwidth[- ]bound", r"(?:limited|bound) by (?:the )?(?:dram |memory |hbm )?bandwidth",
+                         r"memory[- ]intensive", r"memory bandwidth (?:is|becomes) the bottleneck"),
+    "compute_limited": (r"compute[- ]bound", r"compute[- ]intensive", r"math[- ]bound", r"limited by (?:floating-point|flops|compute)"),
+    "memory_latency": (r"memory latency", r"latency[- ]bound", r"hide (?:the )?latenc", r"latency hiding"),
+    "launch_overhead": (r"launch overhead", r"kernel launch(?:es)? (?:overhead|cost|latency)", r"launch latency",
+                        r"(?:cpu|host|python) overhead", r"overhead of launching"),
+    "materialized_intermediates": (r"intermediate (?:results|tensors|values) (?:to|in|through) (?:hbm|dram|global memory)",
+                                   r"round[- ]trip(?:s|ping)? (?:to|through) (?:hbm|dram|global memory)"),
+    "register_pressure": (r"register pressure", r"register spill", r"spill(?:s|ing)? to local memory", r"too many registers",
+                          r"more registers than available", r"register (?:limit|usage)"),
+    "occupancy_limited": (r"low occupancy", r"occupancy (?:is )?limit", r"limit(?:s|ed|ing)? (?:the )?occupancy",
+                          r"(?:too )?few (?:resident |active )?warps", r"reduces? occupancy"),
+    "warp_divergence": (r"warp divergence", r"divergent warps?", r"branch divergence", r"diverge(?:nt|s)?\b",
+                        r"different execution paths"),
+    "uncoalesced_access": (r"uncoalesced", r"non[- ]coalesced", r"strided (?:access|load)", r"non-optimal global memory access",
+                           r"misaligned (?:access|load)", r"scattered (?:access|address)"),
+    "excess_dram_traffic": (r"(?:redundant|extra|excess) (?:dram |global memory |hbm )?(?:traffic|loads|reads)",
+                            r"memory traffic"),
+    "tensor_core_unused": (r"tensor cores? (?:are |is )?(?:idle|unused)", r"without tensor cores"),
+    "shared_memory_bank_conflicts": (r"bank conflicts?", r"same (?:shared memory )?bank", r"bank-conflict"),
+    "tail_effect": (r"tail effect", r"(?:last|partial|final) wave", r"wave quantization"),
+    "low_parallelism": (r"(?:not enough|too little|insufficient|more) parallelism", r"(?:few|too few) (?:thread )?blocks",
+                        r"(?:underutiliz|under-utiliz)\w* (?:the )?(?:gpu|sms?|multiprocessors)", r"idle (?:sms|multiprocessors)"),
+    "skinny_gemm": (r"skinny (?:gemm|matrix|matmul)", r"small (?:m|n) and large k", r"tall[- ]and[- ]skinny", r"\bgemv\b",
+                    r"matrix[- ]vector"),
+    "barrier_stall": (r"barrier stall", r"__syncthreads\(\)? (?:overhead|stall)", r"synchronization (?:overhead|stall)"),
+    "poor_l2_reuse": (r"l2 (?:cache )?(?:hit rate|reuse|locality)", r"l2 cache misses"),
+    "redundant_work": (r"redundant (?:work|computation)", r"recomput\w+ the same"),
+    "materialized_attention_scores": (r"attention (?:matrix|scores) (?:in|to) (?:hbm|global memory)",),
+    # techniques
+    "kernel_fusion": (r"kernel fusion", r"fus(?:e|ed|ing|es) (?:\w+ )?(?:pointwise|elementwise|element-wise) op",
+                      r"operator fusion", r"fus(?:e|ing) (?:the )?kernels", r"combine kernels", r"fusion"),
+    "gemm_epilogue_fusion": (r"epilogue fusion", r"fused epilogue", r"fus(?:e|ed|ing) (?:the |an )?epilogue",
+                             r"epilogue"),
+    "online_softmax": (r"online softmax", r"single[- ]pass softmax", r"online normali[sz]er"),
+    "flash_attention": (r"flash ?attention", r"fused attention"),
+    "autotune_launch": (r"auto[- ]?tun\w*", r"parameter tuning", r"tun(?:e|ing) (?:the )?(?:block[_ ]size|num_warps|num_stages|launch)",
+                        r"triton\.autotune"),
+    "vectorized_access": (r"vectori[sz]ed (?:loads?|stores?|access|reads?|memory)", r"float4", r"128-bit (?:loads|access)",
+                          r"vector (?:loads|stores|width)", r"vectori[sz]ation"),
+    "shared_memory_tiling": (r"shared[- ]memory tiling", r"tiling", r"stage (?:data )?(?:from device memory )?into shared memory",
+                             r"tiles? (?:in|into) shared memory", r"tiled"),
+    "split_k": (r"split[- ]?k\b", r"parallel reduction over k", r"splitting (?:the )?k"),
+    "memory_coalescing": (r"coalesc\w+", r"consecutive memory locations", r"contiguous (?:memory )?access"),
+    "register_blocking": (r"register blocking", r"register tiling", r"register[- ]level tiles?"),
+    "loop_unrolling": (r"loop unrolling", r"unroll\w*"),
+    "reduce_block_size": (r"smaller (?:blocks|block size|tiles)", r"reduc\w+ (?:the )?block[_ ]size"),
+    "increase_occupancy": (r"(?:increase|raise|higher|improve|maximi[sz]e)\w* (?:the )?occupancy",
+                           r"sufficient number of resident warps", r"more (?:resident |active )?warps"),
+    "persistent_kernel": (r"persistent (?:kernel|cta|thread ?block|scheduling)", r"persistent\b"),
+    "software_pipelining": (r"software pipelin\w+", r"double[- ]buffer\w*", r"multi[- ]stage pipelin\w+", r"num_stages",
+                            r"overlap(?:s|ping)? (?:\w+ ){0,3}(?:memory|loads?|copies|copy|tma|data transfers?) (?:with|and) (?:\w+ )?(?:compute|computation|math|gemm)",
+                            r"pipelin(?:e|ed|ing)\b", r"prefetch\w*"),
+    "bank_conflict_padding": (r"pad(?:ding)? (?:the )?(?:shared|smem|rows|columns|arrays?)", r"swizzl\w+", r"padding data"),
+    "cache_modifiers": (r"cache (?:modifiers?|hints?)", r"eviction (?:policy|hints?)", r"evict_(?:first|last)",
+                        r"cache_modifier", r"\.cg\b", r"streaming stores?"),
+    "recompute_instead_of_store": (r"recomput\w+ instead of stor\w+", r"recompute in (?:the )?backward", r"recomputation"),
+    "warp_shuffle_reduction": (r"warp[- ]shuffle", r"__shfl\w*", r"warp[- ]level reduction", r"warp all[- ]?reduce"),
+    "branch_free_predication": (r"predicat\w+", r"branch[- ]free", r"branchless"),
+    "grouped_tile_rasterization": (r"raster\w+", r"grouped (?:tile )?ordering", r"swizzle the (?:program|block) order",
+                                   r"super[- ]?group"),
+    "block_row_mode": (r"block[- ]row mode", r"(?:several|multiple) rows per program", r"block_row"),
+    "hoist_invariant_loads": (r"hoist\w*", r"loop[- ]invariant loads?"),
+    "sm_count_grid": (r"grid sized to the (?:sm|multiprocessor) count", r"one (?:cta|block|program) per sm"),
+    "warp_specialization": (r"warp[- ]speciali[sz]\w+", r"producer[- ]consumer warps?", r"specialized warpgroups?"),
+    "fast_math_intrinsics": (r"intrinsic functions?", r"fast[- ]math", r"__expf|__fdividef|__sinf", r"intrinsics"),
+    "thread_coarsening": (r"thread coarsening", r"coarsen\w*", r"more work per thread"),
+    "vendor_library": (r"cublas", r"cudnn", r"cutensor", r"vendor librar\w+"),
+    "batchnorm_folding": (r"fold\w* (?:the )?batch ?norm",),
+    "launch_bounds": (r"__launch_bounds__", r"launch bounds"),
+    "tf32_tensor_cores": (r"\btf32\b", r"tensorfloat"),
+    "cuda_graph": (r"cuda graphs?", r"graph capture", r"hipgraph"),
+    "channels_last": (r"channels[- ]last", r"\bnhwc\b"),
+    "triton_reduction": (r"single[- ]kernel reduction", r"one-pass reduction"),
+    "fused_normalization": (r"fused (?:layer|rms|group)?\s?norm\w*",),
+    "algebraic_simplification": (r"algebraic simplification", r"algebraic(?:ally)? (?:rewrite|identit)"),
+}
+
+
+@dataclass(frozen=True)
+class Mention:
+    id: str
+    kind: str  # Bottleneck | Technique
+    start: int  # offset in the sentence
+    end: int
+    exact: bool  # the node's name or id, not an alias
+
+
+@dataclass(frozen=True)
+class LexiconEntry:
+    id: str
+    kind: str
+    pattern: re.Pattern[str]
+    exact: bool
+
+
+class Lexicon:
+    """Finds mentions of known Bottlenecks and Techniques in text."""
+
+    def __init__(self, nodes: Iterable[Mapping[str, str]], aliases: Mapping[str, tuple[str, ...]] = ALIASES):
+        """`nodes`: rows with id, kind and name (rejected nodes should not be passed)."""
+        self.entries: list[LexiconEntry] = []
+        self.kinds: dict[str, str] = {}
+        for node in nodes:
+            node_id, kind = node["id"], node["kind"]
+            self.kinds[node_id] = kind
+            own = {_phrase(node_id.replace("_", " ")), _phrase(node.get("name") or "")} - {""}
+            for phrase in own:
+                self.entries.append(LexiconEntry(node_id, kind, re.compile(rf"(?<![\w-]){phrase}(?![\w-])", re.I), True))
+            for alias in aliases.get(node_id, ()):
+                self.entries.append(LexiconEntry(node_id, kind, re.compile(rf"(?<![\w-]){alias}", re.I), False))
+
+    def mentions(self, text: str) -> list[Mention]:
+        """Every node mentioned, once each (its first and most exact hit), in text order.
+
+        Where two hits overlap, the longer wins: "shared memory bank conflicts" is the bottleneck,
+        not also "shared memory tiling"."""
+        hits: list[Mention] = []
+        for entry in self.entries:
+            for m in entry.pattern.finditer(text):
+                if m.end() > m.start():
+                    hits.append(Mention(entry.id, entry.kind, m.start(), m.end(), entry.exact))
+        hits.sort(key=lambda h: (-(h.end - h.start), h.start))
+        kept: list[Mention] = []
+        for hit in hits:
+            if any(hit.start < k.end and k.start < hit.end for k in kept):
+                continue
+            kept.append(hit)
+        first: dict[str, Mention] = {}
+        for hit in sorted(kept, key=lambda h: h.start):
+            first.setdefault(hit.id, hit)
+        return list(first.values())
+
+
+def _phrase(name: str) -> str:
+    """A node name as a pattern: words in order, hyphens and spaces interchangeable; short names dropped."""
+    words = re.findall(r"[a-z0-9]+", name.lower())
+    if not words or sum(len(w) for w in words) < 6:
+        return ""
+    return r"[\s-]+".join(re.escape(w) for w in words)
