@@ -14,6 +14,7 @@ import click
 from kskill.app import App
 from kskill.commands.config import config
 from kskill.commands.graph import graph
+from kskill.commands.ingest import ingest
 from kskill.commands.review import review
 from kskill.commands.skills import skills
 from kskill.graph_schema.errors import KskillError
@@ -38,6 +39,7 @@ cli.add_command(config)
 cli.add_command(graph)
 cli.add_command(skills)
 cli.add_command(review)
+cli.add_command(ingest)
 
 
 def main() -> None:
