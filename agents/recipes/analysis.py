@@ -229,8 +229,11 @@ def loss_region(node: Node, graph: Graph) -> Region | None:
         return None
     if node.op == "kl_div" and at.get("log_target"):
         return None
+    # elementwise losses read `pred` through its producer's pointwise chain (kl_div(log(p), t) in
+    # one pass); the scalar result takes no epilogue (a later scalar op runs on its own)
+    prologue = {"prologue_operand": pred} if node.op != "cross_entropy" and isinstance(pred, Ref) else {}
     return Region("loss", "fused_loss", node,
-                  extra={"pred": pred, "target": target, "reduction": reduction,
+                  extra={**prologue, "epilogue_ok": False, "pred": pred, "target": target, "reduction": reduction,
                          "beta": float(at.get("beta", 1.0)), "delta": float(at.get("delta", 1.0)),
                          "ignore_index": at.get("ignore_index", -100)})
 

@@ -1,6 +1,7 @@
 """Template: losses computed and reduced in one pass over the inputs.
 
-Elementwise losses (mse, l1, smooth-l1, huber, kl-div) compute their term from both inputs and
+Elementwise losses (mse, l1, smooth-l1, huber, kl-div) compute their term from both inputs (the
+prediction read through its producer's pointwise chain, e.g. the log of kl_div(log(p), t)) and
 reduce it with SPLIT programs writing partial sums, then one program adds the partials in a
 fixed order (deterministic, no atomics) and scales them (mean, batchmean or sum).
 Cross-entropy: one program per row computes logsumexp(x) - x[target] (rows whose target is
@@ -14,7 +15,8 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.common import indent, next_pow2, operand_key
+from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name, prepare
 
 SMS = 132
@@ -37,6 +39,13 @@ def _term(op: str, beta: float, delta: float) -> str:
     raise ValueError(op)
 
 
+def default_params(total: int) -> dict[str, Any]:
+    """BLOCK elements per step (16 per thread: four 16-byte loads per input), SPLIT programs."""
+    block = 4096 if total >= 1 << 22 else min(2048, next_pow2(max(total, 128)))
+    return {"BLOCK": block, "SPLIT": max(1, min(4 * SMS, -(-total // (block * 4)))),
+            "num_warps": 8 if block >= 2048 else 4}
+
+
 def loss_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     op = region.anchor.op
     if op == "cross_entropy":
@@ -45,30 +54,38 @@ def loss_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     shape = tuple(graph.shape_of(pred))
     total = math.prod(shape)
     scale = {"mean": 1.0 / total, "sum": 1.0, "batchmean": 1.0 / shape[0]}[reduction]
-    block = params.get("BLOCK", 2048)
-    split = params.get("SPLIT", max(1, min(4 * SMS, -(-total // (block * 4)))))
+    p = {**default_params(total), **{k: v for k, v in params.items() if k in ("BLOCK", "SPLIT", "num_warps")}}
+    block, split, warps = p["BLOCK"], p["SPLIT"], p["num_warps"]
     chunk = -(-(-(-total // split)) // block) * block
-    warps = params.get("num_warps", 8)
+    io = FusedIO(region, graph)
+    if region.prologue is None and region.extra.get("prologue_operand") is None:
+        io.add(pred)
+    target_ptr = io.add(target)
+    load, value = io.load_input("offs", "mask")
     body = ["s = tl.program_id(0)", "acc = tl.zeros([BLOCK], tl.float32)",
             "for start in range(s * CHUNK, s * CHUNK + CHUNK, BLOCK):",
-            "    offs = start + tl.arange(0, BLOCK)", "    mask = offs < NUMEL",
-            "    p = tl.load(pred_ptr + offs, mask=mask, other=0.0).to(tl.float32)",
-            "    t = tl.load(target_ptr + offs, mask=mask, other=0.0).to(tl.float32)",
-            f"    acc += tl.where(mask, {_term(op, region.extra['beta'], region.extra['delta'])}, 0.0)",
-            "tl.store(partial_ptr + s, tl.sum(acc, axis=0))"]
-    kernel = (f"@triton.jit\ndef {name}_partial(pred_ptr, target_ptr, partial_ptr, NUMEL: tl.constexpr, "
-              f"CHUNK: tl.constexpr, BLOCK: tl.constexpr):\n    \"\"\"{op}: partial sum of the loss terms of one chunk.\"\"\"\n"
+            "    offs = start + tl.arange(0, BLOCK)", "    mask = offs < NUMEL"]
+    body += ["    " + ln for ln in load] + [
+        f"    p = {value}",
+        f"    t = tl.load({target_ptr} + offs, mask=mask, other=0.0).to(tl.float32)",
+        f"    acc += tl.where(mask, {_term(op, region.extra['beta'], region.extra['delta'])}, 0.0)",
+        "tl.store(partial_ptr + s, tl.sum(acc, axis=0))"]
+    ptrs = ", ".join(io.ptrs[operand_key(o)] for o in io.operands)
+    kernel = (f"@triton.jit\ndef {name}_partial({ptrs}, partial_ptr, NUMEL: tl.constexpr, "
+              f"CHUNK: tl.constexpr, BLOCK: tl.constexpr):\n"
+              f"    \"\"\"{op}: partial sum of the loss terms of one chunk (inputs read once, terms never stored).\"\"\"\n"
               f"{indent(body, 4)}\n\n" + _SUM_KERNEL.format(name=name))
-    p_name, t_name = arg_name(pred), arg_name(target)
-    src = [f"def {name}({p_name}, {t_name}):",
-           f"    {p_name} = {prepare(pred, graph)}", f"    {t_name} = {prepare(target, graph)}",
-           f"    partial = torch.empty(({split},), device={p_name}.device, dtype=torch.float32)",
-           f"    {name}_partial[({split},)]({p_name}, {t_name}, partial, NUMEL={total}, CHUNK={chunk}, BLOCK={block}, num_warps={warps})",
-           f"    out = torch.empty((), device={p_name}.device, dtype={graph.dtype_of(pred)})",
-           f"    {name}_sum[(1,)](partial, partial, out, N={split}, SCALE={scale!r}, COUNTED=False, "
-           f"BLOCK={min(next_pow2(split), 4096)}, num_warps=4)",
-           "    return out"]
-    return KernelUnit(name, kernel, "\n".join(src) + "\n", [pred, target], [region.anchor.name],
+    names = [arg_name(o) for o in io.operands]
+    src = [f"def {name}({', '.join(names)}):"]
+    src += [f"    {arg_name(o)} = {prepare(o, graph)}" for o in io.operands]
+    src += [f"    partial = torch.empty(({split},), device={names[0]}.device, dtype=torch.float32)",
+            f"    {name}_partial[({split},)]({', '.join(names)}, partial, NUMEL={total}, CHUNK={chunk}, "
+            f"BLOCK={block}, num_warps={warps})",
+            f"    out = torch.empty((), device={names[0]}.device, dtype={region.anchor.dtype or graph.dtype_of(pred)})",
+            f"    {name}_sum[(1,)](partial, partial, out, N={split}, SCALE={scale!r}, COUNTED=False, "
+            f"BLOCK={min(next_pow2(split), 4096)}, num_warps=4)",
+            "    return out"]
+    return KernelUnit(name, kernel, "\n".join(src) + "\n", list(io.operands), [region.anchor.name],
                       {"BLOCK": block, "SPLIT": split, "num_warps": warps}, region.technique)
 
 
