@@ -5,7 +5,8 @@ with torch.fx, lets each technique claim regions of its graph, and emits a stand
 file (Triton kernels + PyTorch for the rest; it imports neither kskill nor anything but torch
 and triton). `techniques=[]` gives the seed: the reference's forward re-emitted op by op in
 PyTorch, which is faithful by construction and the parent of every later candidate.
-`applicable(problem_source, technique)` answers cheaply whether a technique has anything to do.
+`applicable(problem_source, technique)` answers cheaply whether a technique has anything to do;
+`param_variants(problem_source, techniques)` lists alternative launch/precision params to time.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from kskill.agents.recipes.builder import GeneratedCandidate, build_candidate
 from kskill.agents.recipes.capture import capture
 from kskill.agents.recipes.errors import CaptureError, RecipeNotApplicable
 from kskill.agents.recipes.recipes import RECIPES, Applicability
+from kskill.agents.recipes.variants import param_variants
 
 
 def applicable(problem_source: str, technique: str) -> Applicability:
@@ -28,4 +30,4 @@ def applicable(problem_source: str, technique: str) -> Applicability:
 
 
 __all__ = ["Applicability", "CaptureError", "GeneratedCandidate", "RECIPES", "RecipeNotApplicable",
-           "applicable", "build_candidate"]
+           "applicable", "build_candidate", "param_variants"]

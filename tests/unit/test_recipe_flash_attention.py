@@ -19,3 +19,11 @@ def test_pattern():
 '''
     cand = check(problem(model, "[torch.randn(2, 1, 21, 16) for _ in range(3)]"), ["flash_attention"])
     assert cand.applied == ["flash_attention"] and "softmax(" not in cand.source.split("class ModelNew")[1]
+
+
+def test_tensor_core_precision_with_ragged_tiles():
+    src = problem("class Model(nn.Module):\n    def forward(self, q, k, v):\n        return F.scaled_dot_product_attention(q, k, v)\n",
+                  "[torch.randn(2, 2, 45, 16) for _ in range(3)]")
+    cand = check(src, ["flash_attention"], {"dot_precision": "tf32x3",
+                                            "launch": {"_attention_0": {"BLOCK_M": 16, "BLOCK_N": 32}}})
+    assert cand.params["_attention_0"]["dot_precision"] == "tf32x3" and "PRECISION='tf32x3'" in cand.source

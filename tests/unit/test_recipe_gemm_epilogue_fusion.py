@@ -38,3 +38,19 @@ def test_conv_bias_folded_into_epilogue():
 
 def test_linear_3d_input():
     check(problem(LINEAR, "[torch.randn(2, 3, 17)]", "[17, 9]"), ["gemm_epilogue_fusion"])
+
+
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
+def test_triton_gemm_grouped_tiles(precision):
+    """Several tile rows and columns, ragged edges, groups of 2 tile rows: every output tile visited once."""
+    params = {"gemm_backend": "triton", "dot_precision": precision,
+              "launch": {"_gemm_0": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2}}}
+    cand = check(problem(LINEAR, "[torch.randn(53, 40)]", "[40, 45]"), ["gemm_epilogue_fusion"], params)
+    assert cand.params["_gemm_0"]["dot_precision"] == precision
+    assert f'input_precision="{precision}"' in cand.source
+
+
+def test_unknown_dot_precision_is_refused():
+    with pytest.raises(ValueError, match="dot_precision"):
+        check(problem(LINEAR, "[torch.randn(5, 33)]", "[33, 37]"), ["gemm_epilogue_fusion"],
+              {"gemm_backend": "triton", "dot_precision": "tf32"})

@@ -2,8 +2,10 @@
 
 One program per (batch*head, block of BLOCK_M queries) streams keys and values in BLOCK_N
 tiles, keeping a running max and normaliser per query row (online softmax) and rescaling the
-accumulator, so memory traffic is O(S * D) instead of O(S^2). Dots are exact fp32
-(`input_precision="ieee"`) to hold fp32 tolerances. Causal masking is supported.
+accumulator, so memory traffic is O(S * D) instead of O(S^2). Dots hold fp32 tolerances either
+exact on CUDA cores (`dot_precision="ieee"`, the default) or as "tf32x3" on tensor cores (each
+operand split into a TF32 high part and remainder, three products summed; see templates/gemm.py),
+with larger tiles. Causal masking is supported.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from kskill.agents.recipes.templates.unit import KernelUnit, arg_name, prepare
 
 KERNEL = '''@triton.jit
 def {name}_kernel(q_ptr, k_ptr, v_ptr, o_ptr, SCALE: tl.constexpr, M: tl.constexpr, N: tl.constexpr,
-                  D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                  D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  PRECISION: tl.constexpr):
     """Attention for BLOCK_M queries of one (batch, head): online softmax over BLOCK_N key tiles."""
     bh = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -29,7 +32,7 @@ def {name}_kernel(q_ptr, k_ptr, v_ptr, o_ptr, SCALE: tl.constexpr, M: tl.constex
         cols = start + tl.arange(0, BLOCK_N)
         kv_mask = cols[:, None] < N
         k = tl.load(k_ptr + bh * N * D + cols[:, None] * D + dims[None, :], mask=kv_mask, other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision="ieee") * SCALE
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * SCALE
         valid = cols[None, :] < N
         if CAUSAL:
             valid = valid & (cols[None, :] <= rows[:, None])
@@ -39,7 +42,7 @@ def {name}_kernel(q_ptr, k_ptr, v_ptr, o_ptr, SCALE: tl.constexpr, M: tl.constex
         p = tl.where(valid, tl.exp(s - m_new[:, None]), 0.0)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         v = tl.load(v_ptr + bh * N * D + cols[:, None] * D + dims[None, :], mask=kv_mask, other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=PRECISION)
         m_i = m_new
     out = acc / l_i[:, None]
     tl.store(o_ptr + bh * M * D + rows[:, None] * D + dims[None, :], out, mask=rows[:, None] < M)
@@ -49,8 +52,13 @@ def {name}_kernel(q_ptr, k_ptr, v_ptr, o_ptr, SCALE: tl.constexpr, M: tl.constex
 def attention_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     b, h, m, n, d = region.extra["dims"]
     q, k, v = region.extra["q"], region.extra["k"], region.extra["v"]
-    block_m = params.get("BLOCK_M", 64 if d <= 64 else 32)
-    block_n = params.get("BLOCK_N", 32)
+    precision = params.get("dot_precision", "ieee")
+    if precision not in ("ieee", "tf32x3"):
+        raise ValueError(f"dot_precision {precision!r}: use 'ieee' or 'tf32x3'")
+    if precision == "ieee":
+        block_m, block_n = params.get("BLOCK_M", 64 if d <= 64 else 32), params.get("BLOCK_N", 32)
+    else:  # tensor-core tiles: 64 x 64 scores per step; fp32 operands double the registers of fp16's 128
+        block_m, block_n = params.get("BLOCK_M", 64 if d <= 128 else 32), params.get("BLOCK_N", 64 if d <= 64 else 32)
     warps = params.get("num_warps", 4)
     stages = params.get("num_stages", 2)
     names = [arg_name(t) for t in (q, k, v)]
@@ -62,11 +70,12 @@ def attention_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     src += [f"    out = torch.empty(({b}, {h}, {m}, {d}), device={names[0]}.device, dtype={names[0]}.dtype)",
             f"    grid = (triton.cdiv({m}, {block_m}), {b * h})",
             f"    {name}_kernel[grid]({', '.join(names)}, out, SCALE={float(region.extra['scale'])!r}, M={m}, N={n}, "
-            f"D={d}, CAUSAL={bool(region.extra['causal'])}, BLOCK_M={block_m}, BLOCK_N={block_n}, "
+            f"D={d}, CAUSAL={bool(region.extra['causal'])}, BLOCK_M={block_m}, BLOCK_N={block_n}, PRECISION={precision!r}, "
             f"num_warps={warps}, num_stages={stages})",
             "    return out"]
     return KernelUnit(name, KERNEL.format(name=name), "\n".join(src) + "\n", [q, k, v], [region.anchor.name],
-                      {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps, "num_stages": stages},
+                      {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps, "num_stages": stages,
+                       "dot_precision": precision},
                       region.technique)
 
 

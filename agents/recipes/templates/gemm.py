@@ -3,8 +3,12 @@
 Default backend: the product stays on cuBLAS / cuDNN (called without its bias) and one Triton
 pass applies bias + the whole pointwise epilogue, replacing the bias kernel and every
 activation/scale/residual kernel eager PyTorch launches. Backend "triton" (linear and 2-d
-matmul only): a tiled Triton GEMM in exact fp32 (`input_precision="ieee"`) with the epilogue
-applied to the accumulator in registers, for shapes where one kernel beats cuBLAS + one pass.
+matmul only): a tiled Triton GEMM with the epilogue applied to the accumulator in registers,
+tiles visited in groups of GROUP_M rows so the operands' tiles are reused from L2. Its dots are
+exact fp32 (`dot_precision="ieee"`, CUDA cores) or "tf32x3": each fp32 operand split into a
+TF32 high part and a TF32 remainder, three tensor-core products summed, which keeps fp32
+accuracy (error ~2^-22 relative per product, fp32 tolerances hold) at tensor-core speed,
+where plain fp32 cuBLAS (TF32 off, PyTorch's default) runs on CUDA cores.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from kskill.agents.recipes.templates.unit import (
 
 ACC = "__acc__"
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
+DOT_PRECISIONS = ("ieee", "tf32x3")
 
 
 def anchor_inputs(anchor: Node) -> tuple[Any, Any, Any]:
@@ -120,8 +125,14 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
     a, w, _ = anchor_inputs(anchor)
     m, n = anchor.shape
     k = graph.shape_of(a)[-1]
-    bm, bn, bk = params.get("BLOCK_M", 64), params.get("BLOCK_N", 64), params.get("BLOCK_K", 32)
-    warps, stages = params.get("num_warps", 4), params.get("num_stages", 3)
+    precision = params.get("dot_precision", "ieee")
+    if precision not in DOT_PRECISIONS:
+        raise ValueError(f"dot_precision {precision!r}: use one of {DOT_PRECISIONS}")
+    big = precision != "ieee"  # tensor-core tiles; CUDA-core fp32 dots keep smaller tiles
+    bm, bn = params.get("BLOCK_M", 128 if big else 64), params.get("BLOCK_N", 128 if big else 64)
+    bk = params.get("BLOCK_K", 32)
+    warps, stages = params.get("num_warps", 8 if big else 4), params.get("num_stages", 3)
+    group = params.get("GROUP_M", 8)
     transposed_w = anchor.op == "linear"  # nn.Linear keeps W as (N, K)
     ext = [op for op in body.external(graph) if not (isinstance(op, Ref) and op.name == ACC)]
     others = [op for op in ext if op not in (a, w)]
@@ -131,22 +142,26 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
     outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
     w_index = "rn[None, :] * K + kk[:, None]" if transposed_w else "kk[:, None] * N + rn[None, :]"
     lines = [
-        "pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
+        "pid = tl.program_id(0)", "tiles_m = tl.cdiv(M, BLOCK_M)", "tiles_n = tl.cdiv(N, BLOCK_N)",
+        "first_m = (pid // (GROUP_M * tiles_n)) * GROUP_M", "rows_in_group = tl.minimum(tiles_m - first_m, GROUP_M)",
+        "pid_m = first_m + (pid % (GROUP_M * tiles_n)) % rows_in_group",
+        "pid_n = (pid % (GROUP_M * tiles_n)) // rows_in_group",
         "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
         "for k0 in range(0, K, BLOCK_K):",
         "    kk = k0 + tl.arange(0, BLOCK_K)",
         "    a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
         f"    b = tl.load(w_ptr + {w_index}, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
-        '    acc += tl.dot(a, b, input_precision="ieee")',
+        f'    acc += tl.dot(a, b, input_precision="{precision}")',
         "offs = rm[:, None] * N + rn[None, :]", "mask = (rm[:, None] < M) & (rn[None, :] < N)",
     ] + emitted.lines
     for i, node in enumerate(outs):
         lines.append(f"tl.store(out{i}_ptr + offs, {emitted.var_of[node.name]}.to({store_cast(node.dtype)}), mask=mask)")
     kargs = ["a_ptr", "w_ptr"] + [ptrs[key] for key in ptrs if key != ACC] + [f"out{i}_ptr" for i in range(len(outs))]
     kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(kargs)}, M: tl.constexpr, N: tl.constexpr, "
-              "K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):\n"
-              f'    """Exact-fp32 GEMM of {anchor.name} with its epilogue in registers: {body_comment(body)}."""\n'
+              "K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
+              "GROUP_M: tl.constexpr):\n"
+              f'    """fp32 GEMM ({precision} dots) of {anchor.name} with its epilogue in registers: {body_comment(body)}."""\n'
               f"{indent(lines, 4)}\n")
     launcher_inputs = [a, w] + others
     src = [f"def {name}({', '.join(arg_name(op) for op in launcher_inputs)}):"]
@@ -155,12 +170,12 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
     for i, node in enumerate(outs):
         src.append(f"    out{i} = {alloc((m, n), node.dtype, arg_name(a))}")
     call = [arg_name(op) for op in launcher_inputs] + [f"out{i}" for i in range(len(outs))]
-    src.append(f"    grid = (triton.cdiv({m}, {bm}), triton.cdiv({n}, {bn}))")
-    src.append(f"    {name}_kernel[grid]({', '.join(call)}, M={m}, N={n}, K={k}, BLOCK_M={bm}, BLOCK_N={bn}, "
-               f"BLOCK_K={bk}, num_warps={warps}, num_stages={stages})")
+    grid = (-(-m // bm) * -(-n // bn),)
+    src.append(f"    {name}_kernel[{grid}]({', '.join(call)}, M={m}, N={n}, K={k}, BLOCK_M={bm}, BLOCK_N={bn}, "
+               f"BLOCK_K={bk}, GROUP_M={group}, num_warps={warps}, num_stages={stages})")
     src.append(f"    return {', '.join(f'out{i}' for i in range(len(outs)))}")
-    used = {"gemm_backend": "triton", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": warps,
-            "num_stages": stages}
+    used = {"gemm_backend": "triton", "dot_precision": precision, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+            "GROUP_M": group, "num_warps": warps, "num_stages": stages}
     return KernelUnit(name, kernel, "\n".join(src) + "\n", launcher_inputs, list(body.outputs), used,
                       "gemm_epilogue_fusion")
 
