@@ -22,3 +22,11 @@ def test_split_reduction_with_prologue(split):
                   "[torch.randn(3, 301), torch.randn(3, 301)]")
     cand = check(src, ["triton_reduction", "kernel_fusion"], {"launch": {"_reduce_0": {"SPLIT": split, "BLOCK_R": 64}}})
     assert cand.params["_reduce_0"]["SPLIT"] == split and "_partial" in cand.source
+
+
+@pytest.mark.parametrize("expr, shape", [("torch.argmin(x, dim=-1)", (4, 301)), ("torch.argmax(x, dim=1)", (3, 97, 6))])
+def test_arg_reductions_pick_the_first_of_tied_values_across_blocks(expr, shape):
+    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {expr}\n",
+                  f"[torch.randint(0, 3, {shape}).float()]")
+    cand = check(src, ["triton_reduction"], {"launch": {"_reduce_0": {"BLOCK_R": 16}}}, trials=3)
+    assert "tl.int32" in cand.source

@@ -61,8 +61,8 @@ def _loop(io: FusedIO, op: str, rows_1d: bool, load_input: bool) -> list[str]:
             "(rs[:, None] < R) & (qs[None, :] < Q)", "[BLOCK_R, BLOCK_Q]"
         head = ["for start in range(r_begin, r_end, BLOCK_R):", "    rs = start + tl.arange(0, BLOCK_R)"]
     lines = [f"acc = tl.full({shape}, {INIT[op]}, tl.float32)"]
-    if is_arg:
-        lines.append(f"idx = tl.zeros({shape}, tl.int64)")
+    if is_arg:  # int32 positions (R < 2**31): half the registers of int64, widened once at the store
+        lines.append(f"idx = tl.zeros({shape}, tl.int32)")
     lines += head
     lines.append(f"    offs = {offs}")
     lines.append(f"    mask = {mask} & ({rs} < r_end)")
@@ -75,7 +75,7 @@ def _loop(io: FusedIO, op: str, rows_1d: bool, load_input: bool) -> list[str]:
     if is_arg:
         cmp = ">" if op == "argmax" else "<"
         lines += [f"    better = x {cmp} acc", "    acc = tl.where(better, x, acc)",
-                  f"    idx = tl.where(better, {rs} + tl.zeros({shape}, tl.int64), idx)"]
+                  f"    idx = tl.where(better, {rs} + tl.zeros({shape}, tl.int32), idx)"]
     else:
         lines.append(f"    acc = {COMBINE[op]}")
     return lines
@@ -86,7 +86,7 @@ def _finish(op: str, rows_1d: bool) -> list[str]:
         pick = "tl.max" if op == "argmax" else "tl.min"
         best = "best" if rows_1d else "best[None, :]"
         return [f"best = {pick}(acc, axis=0)",
-                f"ties = tl.where(acc == {best}, idx, 9223372036854775807)",
+                f"ties = tl.where(acc == {best}, idx, 2147483647)",
                 "result = tl.min(ties, axis=0)"]
     return [f"result = {FINAL[op].format(a=0)}"]
 
