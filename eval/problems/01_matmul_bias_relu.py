@@ -14,9 +14,9 @@ class Model(nn.Module):
         return torch.relu(self.fc(x))
 
 
-batch_size = 512
-in_features = 1024
-out_features = 2048
+batch_size = 1024
+in_features = 8192
+out_features = 8192
 
 
 def get_inputs():

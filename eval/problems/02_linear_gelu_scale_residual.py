@@ -16,8 +16,8 @@ class Model(nn.Module):
         return y * self.scale + x
 
 
-batch_size = 256
-features = 2048
+batch_size = 1024
+features = 8192
 
 
 def get_inputs():

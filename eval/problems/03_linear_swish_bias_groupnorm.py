@@ -19,10 +19,10 @@ class Model(nn.Module):
         return self.norm(y)
 
 
-batch_size = 256
-in_features = 512
-out_features = 1024
-groups = 32
+batch_size = 1024
+in_features = 4096
+out_features = 4096
+groups = 64
 
 
 def get_inputs():

@@ -15,9 +15,9 @@ class Model(nn.Module):
         return torch.relu(self.conv(x)) + self.bias
 
 
-batch_size = 32
-cin, cout, k = 16, 32, 3
-height = width = 64
+batch_size = 64
+cin, cout, k = 64, 128, 3
+height = width = 128
 
 
 def get_inputs():

@@ -15,9 +15,9 @@ class Model(nn.Module):
         return torch.relu(self.bn(self.conv(x)))
 
 
-batch_size = 32
-cin, cout = 16, 64
-height = width = 56
+batch_size = 64
+cin, cout = 32, 64
+height = width = 128
 
 
 def get_inputs():

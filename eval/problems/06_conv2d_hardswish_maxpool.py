@@ -15,9 +15,9 @@ class Model(nn.Module):
         return self.pool(F.hardswish(self.conv(x)))
 
 
-batch_size = 32
-cin, cout = 16, 32
-height = width = 64
+batch_size = 64
+cin, cout = 32, 64
+height = width = 128
 
 
 def get_inputs():

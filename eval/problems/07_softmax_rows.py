@@ -15,7 +15,7 @@ class Model(nn.Module):
 
 
 batch_size = 4096
-dim = 2048
+dim = 16384
 
 
 def get_inputs():

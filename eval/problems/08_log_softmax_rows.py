@@ -14,7 +14,7 @@ class Model(nn.Module):
         return torch.log_softmax(x, dim=-1)
 
 
-batch_size = 4096
+batch_size = 16384
 dim = 4001
 
 

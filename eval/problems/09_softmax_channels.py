@@ -14,9 +14,9 @@ class Model(nn.Module):
         return F.softmax(x, dim=1)
 
 
-batch_size = 32
+batch_size = 256
 channels = 64
-height = width = 32
+height = width = 64
 
 
 def get_inputs():

@@ -14,8 +14,8 @@ class Model(nn.Module):
         return self.norm(x)
 
 
-batch_size = 4096
-dim = 1024
+batch_size = 16384
+dim = 4096
 
 
 def get_inputs():

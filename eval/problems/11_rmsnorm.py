@@ -15,9 +15,9 @@ class Model(nn.Module):
         return x / rms
 
 
-batch_size = 16
+batch_size = 64
 features = 64
-dim1 = dim2 = 64
+dim1 = dim2 = 128
 
 
 def get_inputs():

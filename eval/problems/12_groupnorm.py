@@ -17,7 +17,7 @@ class Model(nn.Module):
 batch_size = 64
 channels = 128
 groups = 8
-height = width = 32
+height = width = 128
 
 
 def get_inputs():

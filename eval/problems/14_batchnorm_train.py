@@ -16,7 +16,7 @@ class Model(nn.Module):
 
 batch_size = 64
 channels = 64
-height = width = 56
+height = width = 112
 
 
 def get_inputs():

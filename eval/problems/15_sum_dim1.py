@@ -14,9 +14,9 @@ class Model(nn.Module):
         return torch.sum(x, dim=1, keepdim=True)
 
 
-batch_size = 128
+batch_size = 64
 dim1 = 1024
-dim2 = 257
+dim2 = 2049
 
 
 def get_inputs():

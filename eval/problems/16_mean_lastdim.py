@@ -14,8 +14,8 @@ class Model(nn.Module):
         return x.mean(dim=-1)
 
 
-batch_size = 8192
-dim = 2048
+batch_size = 16384
+dim = 8192
 
 
 def get_inputs():

@@ -14,9 +14,9 @@ class Model(nn.Module):
         return torch.max(x, dim=1)[0]
 
 
-batch_size = 256
+batch_size = 128
 dim1 = 1024
-dim2 = 33
+dim2 = 1025
 
 
 def get_inputs():

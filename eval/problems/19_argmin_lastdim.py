@@ -14,8 +14,8 @@ class Model(nn.Module):
         return torch.argmin(x, dim=-1)
 
 
-batch_size = 4096
-dim = 1023
+batch_size = 16384
+dim = 8191
 
 
 def get_inputs():

@@ -14,8 +14,8 @@ class Model(nn.Module):
         return torch.amin(x, dim=0)
 
 
-rows = 4096
-cols = 2048
+rows = 8192
+cols = 16384
 
 
 def get_inputs():

@@ -14,7 +14,7 @@ class Model(nn.Module):
         return torch.cumsum(x, dim=1)
 
 
-batch_size = 1024
+batch_size = 16384
 dim = 4000
 
 

@@ -14,7 +14,7 @@ class Model(nn.Module):
         return torch.cumprod(x, dim=1)
 
 
-batch_size = 1024
+batch_size = 65536
 dim = 1000
 
 

@@ -14,9 +14,9 @@ class Model(nn.Module):
         return self.pool(x)
 
 
-batch_size = 32
+batch_size = 64
 channels = 64
-height = width = 64
+height = width = 128
 
 
 def get_inputs():

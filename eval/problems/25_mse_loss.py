@@ -14,8 +14,8 @@ class Model(nn.Module):
         return torch.mean((predictions - targets) ** 2)
 
 
-batch_size = 4096
-dim = 1024
+batch_size = 8192
+dim = 8192
 
 
 def get_inputs():

@@ -14,8 +14,8 @@ class Model(nn.Module):
         return F.cross_entropy(logits, targets)
 
 
-batch_size = 8192
-classes = 1000
+batch_size = 32768
+classes = 4096
 
 
 def get_inputs():

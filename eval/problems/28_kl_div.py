@@ -14,8 +14,8 @@ class Model(nn.Module):
         return F.kl_div(torch.log(predictions), targets, reduction='batchmean')
 
 
-batch_size = 2048
-classes = 4096
+batch_size = 8192
+classes = 8192
 
 
 def get_inputs():

@@ -16,8 +16,8 @@ class Model(nn.Module):
         return torch.sigmoid(y) - 0.5
 
 
-batch_size = 4096
-dim = 4096
+batch_size = 16384
+dim = 8192
 
 
 def get_inputs():

@@ -15,9 +15,9 @@ class Model(nn.Module):
         return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
-batch_size = 8
+batch_size = 16
 heads = 16
-seq = 512
+seq = 1024
 head_dim = 64
 
 

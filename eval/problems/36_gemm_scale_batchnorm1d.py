@@ -17,8 +17,8 @@ class Model(nn.Module):
 
 
 batch_size = 1024
-in_features = 1024
-out_features = 512
+in_features = 4096
+out_features = 4096
 
 
 def get_inputs():

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref, operand_code
-from kskill.agents.recipes.templates.common import NHWC, Body, body_comment, emit_body, indent, numel
+from kskill.agents.recipes.templates.common import NHWC, Body, body_comment, emit_body, indent, numel, operand_key
 from kskill.agents.recipes.templates.pointwise import default_params
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
@@ -138,6 +138,9 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
     others = [op for op in ext if op not in (a, w)]
     ptrs = pointer_args(others)
     ptrs[ACC] = "acc_ptr_unused"
+    for operand, ptr in ((a, "a_ptr"), (w, "w_ptr")):
+        if operand in ext:  # the epilogue reads a GEMM operand too (a residual of x, say)
+            ptrs[operand_key(operand)] = ptr
     emitted = emit_body(body, graph, ptrs, "offs", "mask", provided={ACC: "acc"})
     outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
     w_index = "rn[None, :] * K + kk[:, None]" if transposed_w else "kk[:, None] * N + rn[None, :]"
@@ -157,7 +160,7 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
     ] + emitted.lines
     for i, node in enumerate(outs):
         lines.append(f"tl.store(out{i}_ptr + offs, {emitted.var_of[node.name]}.to({store_cast(node.dtype)}), mask=mask)")
-    kargs = ["a_ptr", "w_ptr"] + [ptrs[key] for key in ptrs if key != ACC] + [f"out{i}_ptr" for i in range(len(outs))]
+    kargs = ["a_ptr", "w_ptr"] + [ptrs[operand_key(op)] for op in others] + [f"out{i}_ptr" for i in range(len(outs))]
     kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(kargs)}, M: tl.constexpr, N: tl.constexpr, "
               "K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
               "GROUP_M: tl.constexpr):\n"
