@@ -32,15 +32,21 @@ REMEDY = re.compile(
     r"improv\w+|help\w*|fix\w*|remov\w+|solv\w+|alleviat\w+|overcom\w+|boost\w*|cut\w*|lower\w*|"
     r"so that|in order to|address\w*|tackl\w+|relie\w+|fewer|less|increas\w+ (?:the )?(?:throughput|bandwidth|utili[sz]ation)|"
     r"apply (?:these|this|it)? ?when|use (?:it |this )?when|for (?:a |the )?\w*[- ]bound|when (?:the )?(?:kernel|workload|op\w*) is|"
-    r"limited by|bottleneck|instead|recommended|beneficial|speeds? up|faster|better)\b", re.I)
+    r"limited by|bottleneck|instead|recommended|beneficial|speeds? up|faster|better|key|desirable|advise\w*|"
+    r"allows?|maximi[sz]\w+|will not cause|effective|strategy|outperform\w*|efficient\w*)\b", re.I)
+APPLICABILITY = re.compile(r"\b(?:when to (?:apply|use)|when (?:the )?(?:ncu|profiler|kernel)|shows|expected impact|"
+                           r"applies|apply|use (?:it|this)|useful|worth|for (?:kernels|workloads))\b", re.I)
+# A technique said to cause a bottleneck (a risk, a trade-off) is the opposite of a remedy.
+CAUSES = re.compile(r"\b(?:increas\w*|caus\w*|adds?|leads? to|introduc\w*|results? in|trades?|risks?|worsen\w*)\b"
+                    r"(?:\s+[\w-]+){0,3}\s*$", re.I)
 NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|doesn't|don't|won't|neither|nor|without)\b", re.I)
-REQUIRE = re.compile(r"\b(?:only (?:if|when|for|with|on)|requires?|required|needs?|must (?:have|be)|"
+REQUIRE = re.compile(r"\b(?:only (?:if|when|for|with|on)|only (?:beneficial|useful|worth it|helps?) (?:if|when|for)|requires?|required|needs?|must (?:have|be)|"
                      r"applies (?:only )?(?:to|when)|works (?:only )?(?:when|for|with)|prerequisite|provided that)\b", re.I)
 FORBID = re.compile(r"\b(?:avoid (?:\w+ ){0,4}(?:when|if|for|on|with)|do not use|don't use|never use|"
                     r"(?:hurts?|slower|harmful|counterproductive|not (?:worth|beneficial|helpful)) (?:\w+ ){0,3}(?:when|if|for|on|with)|"
                     r"does not help (?:when|if|for|on|with)|breaks? (?:when|if|for|on|with))\b", re.I)
 GAIN = re.compile(
-    r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:x|×)(?:\s+(?:faster|speed-?up|improvement|higher throughput|better))?(?!\w)"
+    r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:x|×)(?:\s+(?:faster|speed-?up|improvement|higher throughput|better))?(?!\w|\s+slower)"
     r"|(?:speed-?up|improvement) of (?:up to |about |~)?(\d+(?:\.\d+)?)\s*(?:x|×)"
     r"|(\d{1,3})\s*%\s*(?:faster|speed-?up|higher throughput|improvement|better performance)", re.I)
 GAIN_CONTEXT = re.compile(r"faster|speed-?up|improv|gain|throughput|better|performance|outperform", re.I)
@@ -48,6 +54,8 @@ GAIN_CONTEXT = re.compile(r"faster|speed-?up|improv|gain|throughput|better|perfo
 # Preconditions the metric vocabulary can state, recognised by phrase.
 CONDITION_PHRASES: tuple[tuple[re.Pattern[str], Condition], ...] = tuple(
     (re.compile(pattern, re.I), cond) for pattern, cond in (
+        (r"\bmemory[- ]bound", Condition.of("memory_bound", "is_true")),
+        (r"\bcompute[- ]bound", Condition.of("compute_bound", "is_true")),
         (r"\b(?:fp16|bf16|half[- ]precision|float16|bfloat16|16-bit float)", Condition.of("dtype", "in", ["float16", "bfloat16"])),
         (r"\b(?:fp32|float32|single[- ]precision)\b", Condition.of("dtype", "==", "float32")),
         (r"\bstatic (?:shapes?|sizes?)\b|shapes? (?:are|is) (?:fixed|known)", Condition.of("static_shapes", "is_true")),
@@ -81,60 +89,96 @@ class RuleExtractor:
         self.lexicon = lexicon
         self.finder = finder
         self.settings = settings
+        self._titles: dict[str, list[Mention]] = {}
 
     def extract(self, doc: Document) -> list[Claim]:
-        claims: list[Claim] = []
-        heading_cache: dict[str, list[Mention]] = {}
+        self._titles = {}
+        claims = self._heading_claims(doc) if self.settings.use_headings else []
+        previous: tuple[str, list[Mention]] = ("", [])
         for sent in sentences(doc):
             section = doc.section_of(sent.start)
-            if section not in heading_cache:
-                heading_cache[section] = self.lexicon.mentions(section) if section else []
-            claims.extend(self._sentence_claims(doc, sent, heading_cache[section]))
+            found = self.lexicon.mentions(sent.text)
+            context = Context(self._chain(doc, sent.start) if self.settings.use_headings else [],
+                              previous[1] if previous[0] == section else [])
+            claims.extend(self._sentence_claims(doc, sent, found, context))
+            previous = (section, found)
         kept = [c for c in claims if c.confidence >= self.settings.min_confidence]
         return merge_claims(kept)
 
-    def _sentence_claims(self, doc: Document, sent: Sentence, heading: list[Mention]) -> list[Claim]:
+    def _chain(self, doc: Document, offset: int) -> list[list[Mention]]:
+        """Mentions in the titles of the section holding `offset` and its parents, innermost first."""
+        out = []
+        for title in doc.section_chain(offset):
+            if title not in self._titles:
+                self._titles[title] = self.lexicon.mentions(title)
+            out.append(self._titles[title])
+        return out
+
+    def _heading_claims(self, doc: Document) -> list[Claim]:
+        """A heading naming techniques under a parent heading naming one bottleneck: the catalogue's claim."""
+        claims = []
+        for section in doc.sections:
+            chain = self._chain(doc, section.start)
+            own = [m for m in chain[0] if m.kind == "Technique"] if chain else []
+            parent = _only(chain[1:], "Bottleneck")
+            if own and parent and len(own) <= 2:
+                titles = " > ".join(reversed(doc.section_chain(section.start)))
+                span = Span(quote=titles, location=doc.location(section.start))
+                claims += [Claim(EntityRef("Bottleneck", parent.id), "ADDRESSED_BY", EntityRef("Technique", t.id),
+                                 0.6, span, self.name) for t in own]
+        return claims
+
+    def _sentence_claims(self, doc: Document, sent: Sentence, found: list[Mention], context: Context) -> list[Claim]:
         text = sent.text
-        found = self.lexicon.mentions(text)
         bottlenecks = [m for m in found if m.kind == "Bottleneck"]
         techniques = [m for m in found if m.kind == "Technique"]
         remedy = REMEDY.search(text)
-        borrowed = False
-        if bottlenecks and not techniques and remedy:
-            techniques = self._borrow(text, heading)
-            borrowed = bool(techniques)
-        if techniques and not bottlenecks and remedy and self.finder is not None:
-            found_id = self.finder(text, "Bottleneck")
-            if found_id:
-                bottlenecks = [Mention(found_id, "Bottleneck", 0, 0, False)]
+        inherited = ""
+        if bottlenecks and not techniques and (remedy or APPLICABILITY.search(text)):
+            techniques = self._borrow(text, context, "Technique")
+            inherited = "Technique" if techniques else ""
+        elif techniques and not bottlenecks and remedy:
+            bottlenecks = self._borrow(text, context, "Bottleneck")
+            inherited = "Bottleneck" if bottlenecks else ""
+        if not techniques and REQUIRE.search(text):
+            techniques = self._borrow(text, context, "Technique")
         span = Span(quote=text, location=doc.location(sent.start))
-        claims = self._addressed_by(text, bottlenecks, techniques, remedy, borrowed, span)
+        claims = self._addressed_by(text, bottlenecks, techniques, remedy, inherited, span)
         claims += self._conditions(text, techniques, span)
         claims += self._gains(text, techniques, span)
         return claims
 
-    def _borrow(self, text: str, heading: list[Mention]) -> list[Mention]:
-        """The technique the section heading names, when it names exactly one, else what retrieval finds."""
-        named = [m for m in heading if m.kind == "Technique"]
-        if len(named) == 1:
-            return named
+    def _borrow(self, text: str, context: Context, kind: str) -> list[Mention]:
+        """The one node of `kind` the nearest heading (or, for bottlenecks, the previous sentence) names;
+        else the one retrieval is sure of."""
+        sources = [context.previous, *context.headings] if kind == "Bottleneck" else [*context.headings, context.previous]
+        for mentions in sources:
+            named = [m for m in mentions if m.kind == kind]
+            if len(named) == 1:
+                return [Mention(named[0].id, kind, 0, 0, named[0].exact)]
+            if named:
+                return []  # several candidates: which one is meant is a guess
         if self.finder is not None:
-            found_id = self.finder(text, "Technique")
+            found_id = self.finder(text, kind)
             if found_id:
-                return [Mention(found_id, "Technique", 0, 0, False)]
+                return [Mention(found_id, kind, 0, 0, False)]
         return []
 
     def _addressed_by(self, text: str, bottlenecks: list[Mention], techniques: list[Mention],
-                      remedy: re.Match[str] | None, borrowed: bool, span: Span) -> list[Claim]:
-        if not remedy or not bottlenecks or not techniques:
+                      remedy: re.Match[str] | None, inherited: str, span: Span) -> list[Claim]:
+        if not bottlenecks or not techniques:
+            return []
+        if not remedy and not (inherited == "Technique" and APPLICABILITY.search(text)):
             return []
         claims = []
         negated = NEGATION.search(text)
         for b in bottlenecks:
+            if b.end and CAUSES.search(text[:b.start]) or text.lower().startswith("risk"):
+                continue
             for t in techniques:
-                confidence = 0.55 if borrowed else 0.65
+                confidence = 0.55 if inherited else 0.65
                 confidence += 0.1 if (b.exact or t.exact) else 0.0
-                if t.end and b.end and _between(remedy, t, b):
+                if remedy and t.end and b.end and _between(remedy, t, b):
                     confidence += 0.1
                 if negated:
                     confidence -= 0.25  # "does not avoid", "without fusion": often the opposite claim
@@ -156,7 +200,7 @@ class RuleExtractor:
         claims = []
         for pattern, cond in CONDITION_PHRASES:
             m = pattern.search(text, cue.start())
-            if m and m.start() - cue.end() < 80:
+            if m and m.start() - cue.end() < 60:
                 claims.append(Claim(technique, relation, cond, 0.6, span, self.name))
         return claims
 
@@ -165,6 +209,21 @@ class RuleExtractor:
         if gain is None or len(techniques) != 1:
             return []
         return [Claim(EntityRef("Technique", techniques[0].id), "GAIN", None, 0.6, span, self.name, gain=gain)]
+
+
+@dataclass(frozen=True)
+class Context:
+    headings: list[list[Mention]]  # mentions per enclosing heading, innermost first
+    previous: list[Mention]  # mentions of the previous sentence in the same section
+
+
+def _only(chain: list[list[Mention]], kind: str) -> Mention | None:
+    """The single node of `kind` the nearest title naming any names."""
+    for mentions in chain:
+        named = [m for m in mentions if m.kind == kind]
+        if named:
+            return named[0] if len(named) == 1 else None
+    return None
 
 
 def _between(cue: re.Match[str], a: Mention, b: Mention) -> bool:

@@ -35,6 +35,7 @@ PAGE_BREAK = "\n\f\n"
 class Section:
     start: int
     title: str
+    level: int = 1  # 1 for a top heading; deeper headings count up
 
 
 @dataclass
@@ -61,6 +62,20 @@ class Document:
         starts = [s.start for s in self.sections]
         i = bisect.bisect_right(starts, offset) - 1
         return self.sections[i].title if i >= 0 else ""
+
+    def section_chain(self, offset: int) -> list[str]:
+        """Titles of the section holding `offset` and of its parents, innermost first."""
+        starts = [s.start for s in self.sections]
+        i = bisect.bisect_right(starts, offset) - 1
+        chain: list[str] = []
+        level = None
+        while i >= 0:
+            section = self.sections[i]
+            if level is None or section.level < level:
+                chain.append(section.title)
+                level = section.level
+            i -= 1
+        return chain
 
     def location(self, offset: int) -> str:
         """Where a passage is, as a reader would look for it: the page, or the section and offset."""
@@ -182,8 +197,11 @@ def _from_pages(path: Path, pages: list[str], digest: str) -> Document:
         offset += len(page) + len(PAGE_BREAK)
     text = PAGE_BREAK.join(parts)
     first_line = next((line.strip() for line in text.splitlines() if len(line.strip()) > 3), path.stem)
+    # A page's first line is its title on slides and often a running head in papers: either way, context.
+    sections = [Section(start, title[:120]) for start, page in zip(starts, pages)
+                if (title := next((ln.strip() for ln in page.splitlines() if len(ln.strip()) > 3), ""))]
     return Document(path=path, kind="pdf", title=first_line[:120], text=text, content_hash=digest,
-                    page_starts=starts)
+                    page_starts=starts, sections=sections)
 
 
 # --- cleaners: markup blanked with spaces so offsets are kept ------------------------------
@@ -207,13 +225,13 @@ _MD_FRONT_MATTER = re.compile(r"\A---\n.*?\n---[ \t]*$", re.S | re.M)
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
 _MD_HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
 _MD_MARKS = re.compile(r"`+|\*\*|__|(?<!\w)[*_](?=\w)|(?<=\w)[*_](?!\w)")
-_MD_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}.*$", re.M)
+_MD_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}[^\n]*$", re.M)
 
 
 def clean_markdown(raw: str) -> tuple[str, list[Section]]:
     text = _MD_FRONT_MATTER.sub(_blank, raw)
     text = _MD_FENCE.sub(_blank, text)
-    sections = [Section(m.start(), _plain_title(m.group(2))) for m in _MD_HEADING.finditer(text)]
+    sections = [Section(m.start(), _plain_title(m.group(2)), len(m.group(1))) for m in _MD_HEADING.finditer(text)]
     text = _MD_HEADING.sub(lambda m: " " * len(m.group(1)) + m.group(0)[len(m.group(1)):], text)
     text = _MD_LINK.sub(_keep_group(1), text)
     text = _MD_HTML_TAG.sub(_blank, text)
@@ -223,8 +241,8 @@ def clean_markdown(raw: str) -> tuple[str, list[Section]]:
 
 
 _RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.]){3,}[ \t]*$", re.M)
-_RST_DIRECTIVE_BLOCK = re.compile(
-    r"^\.\. [\w:-]+::[^\n]*\n(?:[ \t]*\n|[ \t]+[^\n]*\n)*", re.M)  # directive, options and body
+_RST_DIRECTIVE_BLOCK = re.compile(  # a directive, its options and its body (indented deeper)
+    r"^([ \t]*)\.\. [\w:-]+::[^\n]*\n(?:[ \t]*\n|\1[ \t]+[^\n]*\n)*", re.M)
 _RST_COMMENT = re.compile(r"^\.\.(?: [^\n]*)?\n(?:[ \t]+[^\n]*\n)*", re.M)
 _RST_ROLE = re.compile(r":[\w:+-]+:`([^`<]*?)\s*(?:<[^>]*>)?`")
 _RST_LITERAL = re.compile(r"``([^`]+)``")
@@ -235,12 +253,14 @@ _RST_ADMONITIONS = ("note", "tip", "warning", "important", "caution", "hint", "a
 def clean_rst(raw: str) -> tuple[str, list[Section]]:
     text = raw
     sections = []
+    levels: dict[str, int] = {}  # rst ranks heading styles by the order they first appear
     for m in _RST_UNDERLINE.finditer(text):
         line_end = m.start() - 1
         line_start = text.rfind("\n", 0, max(line_end, 0)) + 1
         title = text[line_start:line_end].strip()
         if title and not _RST_UNDERLINE.fullmatch(title) and len(m.group(0).strip()) >= len(title) - 2:
-            sections.append(Section(line_start, title))
+            level = levels.setdefault(m.group(1), len(levels) + 1)
+            sections.append(Section(line_start, title, level))
     text = _RST_UNDERLINE.sub(_blank, text)
     # Admonitions hold prose worth reading; other directives (code, images, tables of options) do not.
     text = _RST_DIRECTIVE_BLOCK.sub(
@@ -253,7 +273,7 @@ def clean_rst(raw: str) -> tuple[str, list[Section]]:
 
 
 def _directive_name(match: re.Match[str]) -> str:
-    return match.group(0)[3:].split("::", 1)[0].strip().lower()
+    return match.group(0).strip()[3:].split("::", 1)[0].strip().lower()
 
 
 def _blank_directive_head(match: re.Match[str]) -> str:
@@ -271,7 +291,7 @@ _HTML_ENTITY = re.compile(r"&(#\d+|#x[0-9a-fA-F]+|\w+);")
 def clean_html(raw: str) -> tuple[str, list[Section]]:
     text = _HTML_DROP.sub(_blank, raw)
     text = re.sub(r"<!--.*?-->", _blank, text, flags=re.S)
-    sections = [Section(m.start(), _plain_title(_HTML_TAG.sub(" ", html.unescape(m.group(2)))))
+    sections = [Section(m.start(), _plain_title(_HTML_TAG.sub(" ", html.unescape(m.group(2)))), int(m.group(1)))
                 for m in _HTML_HEADING.finditer(text)]
     # A block tag ends a sentence; it becomes a newline padded to its length.
     text = _HTML_BLOCK_TAG.sub(lambda m: "\n" + " " * (len(m.group(0)) - 1), text)
