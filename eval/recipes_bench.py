@@ -99,12 +99,21 @@ def cuda_healthy() -> bool:
         return False
 
 
+def reviewer_timing() -> Any:
+    """agents/reviewer/timing.py, loaded by path: it needs torch only, while importing the
+    reviewer package would pull its own dependencies (pydantic, yaml) onto the GPU machine."""
+    import kskill.agents
+
+    if "_kskill_reviewer_timing" not in sys.modules:
+        path = Path(kskill.agents.__file__).parent / "reviewer" / "timing.py"
+        sys.modules["_kskill_reviewer_timing"] = load_module(path, "_kskill_reviewer_timing")
+    return sys.modules["_kskill_reviewer_timing"]
+
+
 def time_together(fns: dict[str, Callable[[], Any]], settings: dict[str, float]) -> dict[str, dict[str, float]]:
     """The Reviewer's interleaved CUDA-event timing (one method for selection and report)."""
-    from kskill.agents.reviewer.timing import time_cuda
-
     with torch.no_grad():
-        return time_cuda(fns, **settings)["stats"]
+        return reviewer_timing().time_cuda(fns, **settings)["stats"]
 
 
 def technique_sequence(source: str) -> list[str]:

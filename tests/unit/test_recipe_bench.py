@@ -71,3 +71,12 @@ def test_a_worker_that_cannot_start_fails_the_problems_once(tmp_path, monkeypatc
     monkeypatch.setattr(recipes_bench, "worker_command", lambda a, r, d: [sys.executable, "-c", "raise SystemExit(1)"])
     rows, _ = recipes_bench.run_all(args, ["a", "b"])
     assert [r["error"] for r in rows] == ["worker made no progress (code 1)"] * 2
+
+
+def test_the_benchmark_needs_torch_only_on_the_gpu_machine():
+    """The GPU image carries torch and triton; the reviewer package's other dependencies stay out."""
+    import subprocess
+    code = ("import sys; from kskill.eval import recipes_bench as rb; rb.reviewer_timing().time_cuda; "
+            "print(sorted({'pydantic', 'yaml', 'click'} & {m.split('.')[0] for m in sys.modules}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
