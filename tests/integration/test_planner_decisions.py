@@ -22,9 +22,9 @@ import pytest
 
 from kskill.agents.planner import Planner
 from kskill.graph_schema import queries
+from kskill.graph_schema.model import Bottleneck, Metric, Technique
 from kskill.graph_schema.skillbase import ensure_builtin, read_builtin
 from kskill.graph_schema.store import GraphStore, open_store
-from kskill.graph_schema.model import Bottleneck, Metric, Technique
 
 # --- trajectories ---------------------------------------------------------------------------
 
