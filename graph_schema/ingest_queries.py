@@ -91,6 +91,10 @@ LIST_PROPOSED_EDGES = (
     "RETURN type(r) AS rel, a.id AS start, coalesce(b.name, b.text, b.id) AS end_name, b.id AS end, "
     "r.confidence AS confidence, size(coalesce(r.evidence, [])) AS evidence ORDER BY start, rel, end"
 )
+NODES_WITH_STATUS = (
+    "UNWIND $ids AS id MATCH (n {id: id}) WHERE (n:Bottleneck OR n:Technique) AND n.status = $status "
+    "RETURN n.id AS id"
+)
 SET_NODE_STATUS = (
     "UNWIND $ids AS id MATCH (n {id: id}) WHERE (n:Bottleneck OR n:Technique) AND n.status = 'proposed' "
     "SET n.status = $status, n.reviewed_at = $now RETURN n.id AS id"

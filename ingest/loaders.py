@@ -166,7 +166,7 @@ def load_document(path: Path, max_text_bytes: int = MAX_TEXT_BYTES, max_pdf_byte
         return _from_pages(path, pages, digest)
     raw = decode_text(data)
     text, sections = CLEANERS[kind](raw)
-    if not text.strip():
+    if not text.strip() and not (kind == "markdown" and _MD_FRONT_MATTER.match(raw)):  # a note may be all front matter
         raise FileRejected("the file holds no text once markup is removed")
     title = sections[0].title if sections else path.stem
     return Document(path=path, kind=kind, title=title, text=text, content_hash=digest, raw=raw, sections=sections)

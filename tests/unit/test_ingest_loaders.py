@@ -1,0 +1,110 @@
+"""Loaders: markup blanked with offsets kept, directory walks, and every kind of unusable file."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from kskill.ingest.errors import FileRejected
+from kskill.ingest.loaders import discover, load_document
+from kskill.ingest.segment import sentences
+
+
+def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def test_markdown_markup_is_blanked_and_offsets_point_into_the_file(tmp_path):
+    raw = "# Title\n\nUse **kernel fusion** with [Triton](https://x.org).\n\n```python\nx = 1\n```\nDone here.\n"
+    doc = load_document(write(tmp_path, "a.md", raw))
+    assert len(doc.text) == len(raw)
+    assert "x = 1" not in doc.text and "https" not in doc.text
+    found = [s for s in sentences(doc) if "kernel fusion" in s.text]
+    assert found and raw[found[0].start:found[0].end].startswith("Use **kernel fusion**")
+    assert doc.location(found[0].start) == f"section Title, offset {found[0].start}"
+
+
+def test_rst_headings_roles_and_code_blocks(tmp_path):
+    raw = ("Guide\n=====\n\nCoalescing\n----------\n\nUse :ref:`coalesced access <coal>` here.\n\n"
+           "  .. code-block:: python\n\n     secret_code()\n\nAfter the code.\n")
+    doc = load_document(write(tmp_path, "a.rst", raw))
+    assert [(s.title, s.level) for s in doc.sections] == [("Guide", 1), ("Coalescing", 2)]
+    assert "secret_code" not in doc.text and "coalesced access" in doc.text
+    assert doc.section_chain(raw.index("After")) == ["Coalescing", "Guide"]
+
+
+def test_html_tags_scripts_and_entities(tmp_path):
+    raw = "<html><head><title>t</title></head><body><h2>Fusion</h2><p>Fuse A &amp; B.</p><script>evil()</script></body>"
+    doc = load_document(write(tmp_path, "a.html", raw))
+    assert "evil" not in doc.text and "Fuse A &" in doc.text and len(doc.text) == len(raw)
+    assert doc.sections[0].title == "Fusion"
+
+
+def test_pdf_pages_are_located(tmp_path):
+    pypdf = pytest.importorskip("pypdf")
+    corpus = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "gpumode-lecture4-compute-memory-basics.pdf"
+    if not corpus.exists():
+        pytest.skip("the shared corpus PDF is not present in this checkout")
+    doc = load_document(corpus)
+    assert doc.pages == len(pypdf.PdfReader(corpus).pages) == 27
+    fusing = next(s for s in sentences(doc) if "fusing pointwise" in s.text)
+    assert doc.location(fusing.start) == "p. 17"
+
+
+@pytest.mark.parametrize("name, data, problem", [
+    ("empty.md", b"", "empty"),
+    ("blank.txt", b"   \n\n ", "whitespace"),
+    ("binary.txt", b"\x7fELF\x00\x00\x01" * 50, "binary"),
+    ("latin1.md", "Caf\xe9 na\xefve".encode("latin-1"), "not UTF-8"),
+    ("broken.pdf", b"%PDF-1.4\nthis is not really a pdf\n%%EOF", "damaged"),
+    ("notes.docx", b"PK\x03\x04", "unsupported type"),
+])
+def test_unusable_files_are_rejected_with_the_problem_named(tmp_path, name, data, problem):
+    with pytest.raises(FileRejected, match=problem):
+        load_document(write(tmp_path, name, data))
+
+
+def test_encrypted_pdf_is_rejected_with_the_fix(tmp_path):
+    pypdf = pytest.importorskip("pypdf")
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(width=200, height=200)
+    writer.encrypt(user_password="secret", owner_password="owner")
+    out = io.BytesIO()
+    writer.write(out)
+    with pytest.raises(FileRejected, match="encrypted.*qpdf"):
+        load_document(write(tmp_path, "locked.pdf", out.getvalue()))
+
+
+def test_pdf_without_text_layer_says_to_run_ocr(tmp_path):
+    pypdf = pytest.importorskip("pypdf")
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(width=200, height=200)
+    out = io.BytesIO()
+    writer.write(out)
+    with pytest.raises(FileRejected, match="OCR"):
+        load_document(write(tmp_path, "scan.pdf", out.getvalue()))
+
+
+def test_oversized_text_is_refused_without_reading_it(tmp_path):
+    path = write(tmp_path, "big.txt", "x")
+    with open(path, "r+b") as f:
+        f.truncate(3 * 2**20)  # sparse: the size is what is checked
+    with pytest.raises(FileRejected, match="above the 1 MiB limit"):
+        load_document(path, max_text_bytes=2**20)
+
+
+def test_discover_applies_include_and_exclude_and_reports_unsupported(tmp_path):
+    (tmp_path / "papers" / "drafts").mkdir(parents=True)
+    (tmp_path / ".git").mkdir()
+    for rel in ("papers/a.md", "papers/b.pdf", "papers/drafts/c.md", "papers/d.csv", ".git/e.md"):
+        (tmp_path / rel).write_text("x")
+    found = discover([tmp_path], exclude=["drafts"])
+    assert sorted(f.path.relative_to(tmp_path).as_posix() for f in found) == ["papers/a.md", "papers/b.pdf"]
+    only_md = discover([tmp_path / "papers"], include=["*.md"])
+    assert [f.path.name for f in only_md] == ["a.md", "c.md"]
+    named = discover([tmp_path / "papers" / "d.csv", tmp_path / "missing.md"])
+    assert "unsupported type .csv" in named[0].skipped and named[1].skipped == "no such file or folder"
