@@ -53,8 +53,9 @@ RECORD_SKILLBASE = (
 )
 
 # Built-in nodes gone from a new skill-base version go, unless user knowledge hangs on them.
+# $keep holds "Label:id" keys, since ids are unique per label only.
 DELETE_STALE_BUILTIN_NODES = (
-    "MATCH (n) WHERE n.origin = 'builtin' AND NOT n.id IN $keep "
+    "MATCH (n) WHERE n.origin = 'builtin' AND NOT ((labels(n)[0] + ':' + n.id) IN $keep) "
     "OPTIONAL MATCH (n)-[r]-() WHERE r.origin IS NULL OR r.origin <> 'builtin' "
     "WITH n, count(r) AS foreign WHERE foreign = 0 DETACH DELETE n"
 )

@@ -134,7 +134,7 @@ def ensure_builtin(store: GraphStore, force: bool = False) -> bool:
     with store.transaction() as tx:
         write_payload(tx, info.payload, origin="builtin")
         tx.write(queries.DELETE_STALE_BUILTIN_EDGES, {"keep": [e.key for e in info.payload.edges]})
-        tx.write(queries.DELETE_STALE_BUILTIN_NODES, {"keep": [node_id for _, node_id in info.payload.nodes]})
+        tx.write(queries.DELETE_STALE_BUILTIN_NODES, {"keep": [f"{label}:{node_id}" for label, node_id in info.payload.nodes]})
         tx.write(queries.RECORD_SKILLBASE,
                  {"version": info.version, "content_hash": info.content_hash, "now": now_iso()})
     return True

@@ -15,6 +15,7 @@ from kskill.app import App
 from kskill.commands.config import config
 from kskill.commands.graph import graph
 from kskill.commands.ingest import ingest
+from kskill.commands.plan import plan
 from kskill.commands.review import review
 from kskill.commands.skills import skills
 from kskill.graph_schema.errors import KskillError
@@ -37,6 +38,7 @@ def cli(ctx: click.Context, verbose: int, graph_uri: str | None) -> None:
 
 cli.add_command(config)
 cli.add_command(graph)
+cli.add_command(plan)
 cli.add_command(skills)
 cli.add_command(review)
 cli.add_command(ingest)

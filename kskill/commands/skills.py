@@ -89,3 +89,41 @@ def search(app: App, text: str, kind: str | None, limit: int, as_json: bool) -> 
     for r in rows:
         table.add_row(r["kind"], r["id"], r["name"])
     Console().print(table)
+
+
+@skills.command()
+@click.option("--include-proposed", is_flag=True, help="Lint proposed skills as if they were accepted.")
+@json_option
+@pass_app
+def lint(app: App, include_proposed: bool, as_json: bool) -> None:
+    """Unreachable techniques, contradictory or unsatisfiable conditions, unknown metrics, missing sources."""
+    from kskill.graph_schema.lint import lint_skills
+
+    statuses = ("accepted", "proposed") if include_proposed else ("accepted",)
+    findings = lint_skills(app.store(), statuses)
+    if as_json:
+        emit_json([f.__dict__ for f in findings])
+    else:
+        for f in findings:
+            click.echo(f"{f.severity}: {f.rule}: {f.subject}: {f.detail}")
+        errors = sum(f.severity == "error" for f in findings)
+        click.echo(f"{errors} error(s), {len(findings) - errors} warning(s)")
+    if any(f.severity == "error" for f in findings):
+        raise click.exceptions.Exit(1)
+
+
+@skills.command()
+@click.option("--source", type=click.Choice(["ncu", "torch_profiler", "static", "problem", "derived"]), default=None)
+@json_option
+@pass_app
+def metrics(app: App, source: str | None, as_json: bool) -> None:
+    """The observation vocabulary: every metric a condition may name."""
+    rows = [r["props"] for r in app.store().run(queries.all_nodes("Metric"), {"skip": 0, "limit": 100000})]
+    rows = [r for r in rows if source is None or r.get("source") == source]
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("metric", "source", "type", "unit", "description")
+    for r in rows:
+        table.add_row(r["id"], r.get("source", ""), r.get("type", ""), r.get("unit", ""), r.get("description", ""))
+    Console().print(table)
