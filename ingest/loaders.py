@@ -24,7 +24,6 @@ KINDS = {
     ".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".rst": "rst",
     ".html": "html", ".htm": "html", ".txt": "text", ".text": "text",
 }
-DEFAULT_INCLUDE = tuple(f"*{ext}" for ext in KINDS)
 DEFAULT_EXCLUDE = (".*", "*/.*", "node_modules", "__pycache__")
 MAX_TEXT_BYTES = 20 * 1024 * 1024  # a 20 MB note is already a book; larger text is almost surely data
 MAX_PDF_BYTES = 200 * 1024 * 1024
@@ -97,9 +96,10 @@ class Found:
 
 def discover(paths: Sequence[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[Found]:
     """Files under `paths`, walked in sorted order. A file named directly is read whatever `include`
-    says; files found in a directory must match an include glob (default: every supported type).
-    Exclude globs match a file's or folder's name or its path relative to the walked folder."""
-    include = tuple(include) or DEFAULT_INCLUDE
+    says; files found in a directory must match an include glob when any is given.
+    Exclude globs match a file's or folder's name or its path relative to the walked folder.
+    Without include globs, files of unsupported types are reported as skipped."""
+    chosen = tuple(include)
     exclude = tuple(exclude) + DEFAULT_EXCLUDE
     found: list[Found] = []
     for root in paths:
@@ -107,7 +107,7 @@ def discover(paths: Sequence[Path], include: Sequence[str] = (), exclude: Sequen
         if root.is_file():
             found.append(Found(root, _unsupported(root)))
         elif root.is_dir():
-            found.extend(_walk(root, include, exclude))
+            found.extend(_walk(root, chosen, exclude))
         else:
             found.append(Found(root, "no such file or folder"))
     return found
@@ -119,8 +119,8 @@ def _walk(root: Path, include: tuple[str, ...], exclude: tuple[str, ...]) -> Ite
         dirs[:] = sorted(d for d in dirs if not _matches(rel_folder / d, exclude))
         for name in sorted(files):
             rel = rel_folder / name
-            if _matches(rel, exclude) or not _matches(rel, include):
-                continue
+            if _matches(rel, exclude) or (include and not _matches(rel, include)):
+                continue  # what the user left out is not reported; an unsupported type is
             path = Path(folder) / name
             yield Found(path, _unsupported(path))
 

@@ -103,7 +103,8 @@ def test_discover_applies_include_and_exclude_and_reports_unsupported(tmp_path):
     for rel in ("papers/a.md", "papers/b.pdf", "papers/drafts/c.md", "papers/d.csv", ".git/e.md"):
         (tmp_path / rel).write_text("x")
     found = discover([tmp_path], exclude=["drafts"])
-    assert sorted(f.path.relative_to(tmp_path).as_posix() for f in found) == ["papers/a.md", "papers/b.pdf"]
+    assert sorted((f.path.relative_to(tmp_path).as_posix(), bool(f.skipped)) for f in found) == [
+        ("papers/a.md", False), ("papers/b.pdf", False), ("papers/d.csv", True)]
     only_md = discover([tmp_path / "papers"], include=["*.md"])
     assert [f.path.name for f in only_md] == ["a.md", "c.md"]
     named = discover([tmp_path / "papers" / "d.csv", tmp_path / "missing.md"])
