@@ -1,6 +1,6 @@
 """Evaluate `kskill ingest`: triples per document, precision/recall of the rule extractor, throughput.
 
-    python -m kskill.eval.ingest_eval [--corpus DIR] [--labels FILE] [--pdf-copies N] [--json OUT]
+    python -m kskill.eval.ingest_eval [--corpus DIR] [--labels FILE] [--retrieval] [--pdf-copies N] [--json OUT]
 
 Precision and recall compare the rule extractor's distinct triples with eval/ingest/labels.yaml,
 document by document (within a document's labelled scope) and pooled. Throughput runs the
@@ -61,8 +61,20 @@ def score(found: set[tuple[str, str, str]], expected: set[tuple[str, str, str]])
             "false_positives": sorted(found - expected), "missed": sorted(expected - found)}
 
 
-def extract_corpus(corpus: Path, labels: dict[str, dict[str, Any]], min_confidence: float) -> dict[str, Any]:
-    extractor = RuleExtractor(Lexicon(builtin_skill_rows()), None, RuleSettings(min_confidence=min_confidence))
+def extract_corpus(corpus: Path, labels: dict[str, dict[str, Any]], min_confidence: float,
+                   with_retrieval: bool = False) -> dict[str, Any]:
+    """Score the rule extractor; `with_retrieval` adds the hybrid retrieval finder the pipeline uses
+    (the built-in skill files as records, the default embedding model)."""
+    rows = builtin_skill_rows()
+    finder = None
+    if with_retrieval:
+        from kskill.ingest.resolve import Resolver
+        from kskill.retrieval import Retriever, load_embedder
+        from kskill.retrieval.records import records_from_skill_files
+
+        skills = Path(__file__).resolve().parents[1] / "graph_schema" / "skills"
+        finder = Resolver(rows, Retriever(records_from_skill_files(skills), load_embedder())).find
+    extractor = RuleExtractor(Lexicon(rows), finder, RuleSettings(min_confidence=min_confidence))
     per_doc: dict[str, Any] = {}
     pooled_found: set = set()
     pooled_expected: set = set()
@@ -132,10 +144,12 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--labels", type=Path, default=DEFAULT_LABELS)
     parser.add_argument("--min-confidence", type=float, default=0.5)
+    parser.add_argument("--retrieval", action="store_true",
+                        help="let retrieval fill a missing bottleneck or technique, as `kskill ingest` does")
     parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
     args = parser.parse_args()
-    results = extract_corpus(args.corpus, load_labels(args.labels), args.min_confidence)
+    results = extract_corpus(args.corpus, load_labels(args.labels), args.min_confidence, args.retrieval)
     if args.pdf_copies:
         results["throughput"] = throughput(args.corpus, args.pdf_copies)
     print("| document | triples found | labelled | correct | precision | recall |")
