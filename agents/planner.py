@@ -13,7 +13,9 @@ When no rule yields a technique, a retrieval fallback may propose one, marked as
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -90,13 +92,15 @@ class Planner:
 
     def plan(self, observations: Mapping[str, Any], parent: str | None = None,
              capability: Capability | None = None, description: str = "") -> Plan:
-        obs = {k: v for k, v in sorted(observations.items()) if isinstance(v, (str, int, float, bool))}
+        obs = {k: v for k, v in sorted(observations.items()) if _usable(v)}
         params = {"obs": obs, "statuses": self.statuses}
         bottlenecks = [_bottleneck(r) for r in self.store.run(q.BOTTLENECK_SIGNATURES, params)]
         matched = [b.id for b in bottlenecks if b.matched]
         rows = self.store.run(q.CANDIDATE_TECHNIQUES, {**params, "bottlenecks": matched}) if matched else []
         memory = _ShortTermMemory(self.store, parent)
-        ranked, rejected = _screen(rows, memory, capability)
+        if capability is not None:
+            capability = functools.cache(capability)  # one verdict per technique, however many edges
+        ranked, rejected = _screen(rows, memory, obs, capability)
         tier = "rule"
         if not ranked and self.fallback is not None:
             tier = "fallback"
@@ -105,22 +109,28 @@ class Planner:
             guard_rows = self.store.run(q.TECHNIQUE_GUARDS, {**params, "techniques": proposed}) if proposed else []
             order = {t: i for i, t in enumerate(proposed)}
             guard_rows.sort(key=lambda r: order[r["technique"]])
-            ranked, more = _screen(guard_rows, memory, capability, by_rank=False)
+            ranked, more = _screen(guard_rows, memory, obs, capability, by_rank=False)
             rejected += more
         selected = ranked[0] if ranked else None
         rejected += [Rejection(r.technique, f"outranked by {selected.technique}") for r in ranked[1:]]
-        context = parent or "standalone"
+        rejected = _one_reason_each(sorted(set(rejected), key=lambda r: (r.technique, r.reason)))
+        tier = tier if selected else "none"
+        outcome = (tier, [r.technique for r in ranked], [(r.technique, r.reason) for r in rejected])
         return Plan(
-            id=stable_id("dec", context, obs, self.statuses),
-            tier=tier if selected else "none",
+            # The outcome is part of the id: a later decision from the same parent and the same
+            # observations (after a child failed, say) is a different Decision.
+            id=stable_id("dec", parent or "standalone", obs, self.statuses, outcome),
+            tier=tier,
             case=_case(selected, tier, bottlenecks, rejected),
             selected=selected.technique if selected else None,
             bottleneck=selected.bottleneck if selected else None,
             ranked=ranked,
-            rejected=sorted(set(rejected), key=lambda r: (r.technique, r.reason)),
+            rejected=rejected,
             bottlenecks=bottlenecks,
             observations=obs,
-            unavailable=sorted({c.metric for b in bottlenecks for c in b.checks if c.held is None}),
+            unavailable=sorted({c.metric for b in bottlenecks for c in b.checks if c.metric not in obs}
+                               | {r["missing"]["metric"] for r in rows
+                                  if r["missing"] and r["missing"]["metric"] not in obs}),
         )
 
     def record(self, plan: Plan) -> str:
@@ -142,12 +152,13 @@ class Planner:
                 tx.write(q.WRITE_SELECTED, {"decision": plan.id, "technique": plan.selected,
                                             "bottleneck": plan.bottleneck or ""})
             tx.write(q.WRITE_REJECTED, {"decision": plan.id, "rows": [
-                {"technique": r.technique, "reason": r.reason} for r in _one_reason_each(plan.rejected)]})
+                {"technique": r.technique, "reason": r.reason} for r in plan.rejected]})
         return plan.id
 
     def record_outcome(self, bottleneck: str, technique: str, gain: float) -> None:
         """Teach the skill base: count the trial and fold the gain into the edge's mean."""
-        self.store.write(q.RECORD_OUTCOME, {"bottleneck": bottleneck, "technique": technique, "gain": gain})
+        self.store.write(q.RECORD_OUTCOME, {"bottleneck": bottleneck, "technique": technique, "gain": gain,
+                                            "min_gain": MIN_GAIN})
 
 
 class _ShortTermMemory:
@@ -169,22 +180,22 @@ class _ShortTermMemory:
 def _no_gain(row: dict[str, Any]) -> str:
     if not row["correct"]:
         return f"{row['status']}"
-    parent, child = row["parent_speedup"], row["speedup"]
+    parent, child = row["parent_speedup"] or 1.0, row["speedup"]  # no parent timing: the reference's 1.0
     if child is None:
         return "no timing"
-    if parent is not None and child < parent * MIN_GAIN:
+    if child < parent * MIN_GAIN:
         return f"no gain ({child:.3f}x vs parent {parent:.3f}x)"
     return ""
 
 
-def _screen(rows: list[dict[str, Any]], memory: _ShortTermMemory, capability: Capability | None,
-            by_rank: bool = True) -> tuple[list[RankedTechnique], list[Rejection]]:
+def _screen(rows: list[dict[str, Any]], memory: _ShortTermMemory, obs: Mapping[str, Scalar],
+            capability: Capability | None, by_rank: bool = True) -> tuple[list[RankedTechnique], list[Rejection]]:
     """Split candidate rows into eligible (ranked) and rejected, each with a reason."""
     best: dict[str, RankedTechnique] = {}
     rejected: list[Rejection] = []
     for row in rows:
         tid = row["technique"]
-        reason = _guard_reason(row) or _memory_reason(tid, row["conflicts"], memory)
+        reason = _guard_reason(row, obs) or _memory_reason(tid, row["conflicts"], memory)
         if not reason and capability is not None:
             ok, why = capability(tid)
             reason = "" if ok else f"the brain cannot apply it here: {why}"
@@ -209,18 +220,26 @@ def _rank_key(t: RankedTechnique) -> tuple:
     return (-t.priority, -t.expected_gain, -t.prior, t.technique)
 
 
-def _guard_reason(row: dict[str, Any]) -> str:
-    for check in row["requires"]:
-        if check["id"] is None:
-            continue  # OPTIONAL MATCH found no condition
-        if check["held"] is None:
-            return f"requires {check['text']}: {check['metric']} was not observed"
-        if not check["held"]:
+def _guard_reason(row: dict[str, Any], obs: Mapping[str, Scalar]) -> str:
+    """Why the query found the technique blocked: a precondition unmet or unobserved, or an exclusion."""
+    check = row["missing"]
+    if check is not None:
+        metric = check["metric"]
+        if check["held"] is not None:
             return f"requires {check['text']}: not met"
-    for check in row["forbidden"]:
-        if check["id"] is not None and check["held"]:
-            return f"forbidden when {check['text']}: it holds"
+        if metric not in obs:
+            return f"requires {check['text']}: {metric} was not observed"
+        return f"requires {check['text']}: the observed {metric}={obs[metric]!r} cannot be compared"
+    if row["forbidding"] is not None:
+        return f"forbidden when {row['forbidding']['text']}: it holds"
     return ""
+
+
+def _usable(value: Any) -> bool:
+    """Values a query can compare: non-finite floats count as not observed."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (str, int, bool))
 
 
 def _memory_reason(tid: str, conflicts: list[str], memory: _ShortTermMemory) -> str:

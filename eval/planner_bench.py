@@ -8,8 +8,6 @@ For each base: the time to build it (UNWIND batches through the project's merge 
 fresh graph under a temporary KSKILL_HOME), then Planner.plan over varied observation sets, half
 of them from a parent attempt whose lineage and children feed the tabu. Reported per decision:
 median and p90 milliseconds, and the same per planner query, so a slow case names its query.
-`synthetic*` repeats the synthetic run with a prototype of a faster CANDIDATE_TECHNIQUES (see
-`prototype_candidates`) and checks that every Plan comes out byte for byte the same.
 
 The synthetic base: 500 bottlenecks with 2-condition signatures (a random observation set matches
 about 3% of them), 10,000 techniques each with 4 REQUIRES and 1 FORBIDDEN_WHEN condition, each
@@ -44,33 +42,6 @@ BATCH = 2000
 NOW = "2025-01-01T00:00:00+00:00"
 QUERY_NAMES = {text: name for name, text in vars(planner_queries).items()
                if name.isupper() and isinstance(text, str)}
-
-
-def prototype_candidates() -> str:
-    """CANDIDATE_TECHNIQUES with two changes that leave every Plan identical (checked by the bench):
-
-    1. anchor the match on the Bottleneck id index: as written, FalkorDB starts from the
-       Technique.status index (`t.status IN $statuses`) and scans every technique once per matched
-       bottleneck; a separate MATCH on (b:Bottleneck {id: bid}) and the status test after WITH
-       make it expand ADDRESSED_BY from the bottleneck instead;
-    2. return only the checks that reject (a REQUIRES not held or not observed, a FORBIDDEN_WHEN
-       held), in collect order, so most rows carry two empty lists instead of five maps: the
-       Planner reads the first failing check only, so its reasons do not change.
-    """
-    text = planner_queries.CANDIDATE_TECHNIQUES
-    for old, new in [
-        ("MATCH (b:Bottleneck {id: bid})-[a:ADDRESSED_BY]->(t:Technique) WHERE t.status IN $statuses ",
-         "MATCH (b:Bottleneck {id: bid}) MATCH (b)-[a:ADDRESSED_BY]->(t:Technique) WITH b, a, t "
-         "WHERE t.status IN $statuses "),
-        ("coalesce(a.mean_gain, 1.0) AS mean_gain, requires, forbidden, ",
-         "coalesce(a.mean_gain, 1.0) AS mean_gain, "
-         "[x IN requires WHERE x.id IS NOT NULL AND (x.held IS NULL OR x.held = false)] AS requires, "
-         "[x IN forbidden WHERE x.id IS NOT NULL AND x.held = true] AS forbidden, "),
-    ]:
-        if old not in text:
-            raise SystemExit("planner_queries.CANDIDATE_TECHNIQUES changed: update the prototype in planner_bench.py")
-        text = text.replace(old, new)
-    return text
 
 
 # --- timing --------------------------------------------------------------------------------------
@@ -277,7 +248,7 @@ def bench_builtin(home: Path, decisions: int, seed: int) -> dict[str, Any]:
         store.close()
 
 
-def bench_synthetic(home: Path, decisions: int, seed: int, prototype: bool = True) -> dict[str, dict[str, Any]]:
+def bench_synthetic(home: Path, decisions: int, seed: int) -> dict[str, dict[str, Any]]:
     store = open_store("embedded", home, graph_name="bench_synthetic")
     try:
         rng = random.Random(seed)
@@ -290,17 +261,6 @@ def bench_synthetic(home: Path, decisions: int, seed: int, prototype: bool = Tru
         result = measure(store, observations, parents)
         result.update(build_s=round(build_s, 3), counts=counts)
         results = {"synthetic": result}
-        if prototype:
-            original = planner_queries.CANDIDATE_TECHNIQUES
-            faster = prototype_candidates()
-            QUERY_NAMES[faster] = "CANDIDATE_TECHNIQUES*"
-            planner_queries.CANDIDATE_TECHNIQUES = faster
-            try:
-                proto = measure(store, observations, parents)
-            finally:
-                planner_queries.CANDIDATE_TECHNIQUES = original
-            proto.update(build_s=round(build_s, 3), counts=counts, identical_plans=proto["plans"] == result["plans"])
-            results["synthetic*"] = proto
         return results
     finally:
         store.drop_graph()
@@ -324,10 +284,6 @@ def print_table(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> Non
         print(f"{name:<11} {r['build_s']:>8.2f} {r['decisions']:>9} {d['median_ms']:>10.2f} {d['p90_ms']:>8.2f} "
               f"{d['max_ms']:>8.2f} {r['mean_matched_bottlenecks']:>8.1f} {ok:>7}")
     for name, r in results.items():
-        if "identical_plans" in r:
-            print(f"{name}: the prototype query gave plans identical to the original: {r['identical_plans']}")
-    print("(* = synthetic base with the prototype CANDIDATE_TECHNIQUES of this script)")
-    for name, r in results.items():
         print(f"\n{name}: {r['mean_candidate_techniques']} candidate techniques per decision; "
               f"per query (median / p90 ms, calls)")
         for q, s in r["queries"].items():
@@ -340,8 +296,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", choices=("builtin", "synthetic"), help="run one base only")
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
-    parser.add_argument("--no-prototype", action="store_true",
-                        help="skip the synthetic run with the faster candidate query (synthetic*)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kskill-planner-bench-") as tmp:
         home = Path(tmp)
@@ -351,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.only in (None, "builtin"):
                 results["builtin"] = bench_builtin(home, args.decisions, args.seed)
             if args.only in (None, "synthetic"):
-                results.update(bench_synthetic(home, args.decisions, args.seed, prototype=not args.no_prototype))
+                results.update(bench_synthetic(home, args.decisions, args.seed))
         finally:
             from kskill.graph_schema.embedded import EmbeddedServer
 

@@ -30,20 +30,40 @@ BOTTLENECK_SIGNATURES = (
     "ORDER BY id"
 )
 
-# (b) the techniques addressing the matched bottlenecks, their edge, and each guard's verdict.
+# (b) the techniques addressing the matched bottlenecks, their edge, and the guards that reject
+# them: REQUIRES conditions not held (or not observed) and FORBIDDEN_WHEN conditions held.
+# The match starts from each bottleneck's id, so the work grows with its edges, not the base.
+def _guards(keys: str) -> str:
+    """A technique's first blocking guard (lowest condition id; null when none) and its conflicts.
+
+    A REQUIRES condition blocks when it does not hold or its metric was not observed; a
+    FORBIDDEN_WHEN condition blocks when it holds. Only that one check travels back: the
+    Planner needs one reason per rejected technique.
+    """
+    first = "reduce(m = null, x IN {0} | CASE WHEN m IS NULL OR x.id < m.id THEN x ELSE m END)"
+    return (
+        "OPTIONAL MATCH (t)-[:REQUIRES]->(c:Condition) "
+        f"WITH {keys}, collect({_CHECK}) AS requires "
+        "OPTIONAL MATCH (t)-[:FORBIDDEN_WHEN]->(c:Condition) "
+        f"WITH {keys}, requires, collect({_CHECK}) AS forbidden "
+        "OPTIONAL MATCH (t)-[:CONFLICTS_WITH]-(other:Technique) "
+        f"WITH {keys}, "
+        + first.format("[x IN requires WHERE x.id IS NOT NULL AND (x.held IS NULL OR x.held = false)]")
+        + " AS missing, "
+        + first.format("[x IN forbidden WHERE x.id IS NOT NULL AND x.held = true]")
+        + " AS forbidding, collect(DISTINCT other.id) AS conflicts "
+    )
+
+
 CANDIDATE_TECHNIQUES = (
     "UNWIND $bottlenecks AS bid "
-    "MATCH (b:Bottleneck {id: bid})-[a:ADDRESSED_BY]->(t:Technique) WHERE t.status IN $statuses "
-    "OPTIONAL MATCH (t)-[:REQUIRES]->(c:Condition) "
-    f"WITH b, a, t, collect({_CHECK}) AS requires "
-    "OPTIONAL MATCH (t)-[:FORBIDDEN_WHEN]->(c:Condition) "
-    f"WITH b, a, t, requires, collect({_CHECK}) AS forbidden "
-    "OPTIONAL MATCH (t)-[:CONFLICTS_WITH]-(other:Technique) "
-    "RETURN t.id AS technique, t.name AS name, t.recipe AS recipe, b.id AS bottleneck, "
+    "MATCH (b:Bottleneck {id: bid}) MATCH (b)-[a:ADDRESSED_BY]->(t:Technique) "
+    "WITH b, a, t WHERE t.status IN $statuses "
+    + _guards("b, a, t") +
+    "RETURN t.id AS technique, b.id AS bottleneck, "
     "a.priority AS priority, a.expected_gain AS expected_gain, "
     "coalesce(a.trials, 0) AS trials, coalesce(a.successes, 0) AS successes, "
-    "coalesce(a.mean_gain, 1.0) AS mean_gain, requires, forbidden, "
-    "collect(DISTINCT other.id) AS conflicts "
+    "coalesce(a.mean_gain, 1.0) AS mean_gain, missing, forbidding, conflicts "
     "ORDER BY technique, bottleneck"
 )
 
@@ -89,18 +109,13 @@ WRITE_REJECTED = (
 RECORD_OUTCOME = (
     "MATCH (b:Bottleneck {id: $bottleneck})-[a:ADDRESSED_BY]->(t:Technique {id: $technique}) "
     "WITH a, coalesce(a.trials, 0) AS n, coalesce(a.successes, 0) AS s, coalesce(a.mean_gain, 1.0) AS m "
-    "SET a.trials = n + 1, a.successes = s + CASE WHEN $gain > 1.01 THEN 1 ELSE 0 END, "
+    "SET a.trials = n + 1, a.successes = s + CASE WHEN $gain >= $min_gain THEN 1 ELSE 0 END, "
     "a.mean_gain = (m * n + $gain) / (n + 1)"
 )
 
 # Guards of named techniques, for the fallback tier (no bottleneck matched).
 TECHNIQUE_GUARDS = (
-    "UNWIND $techniques AS tid MATCH (t:Technique {id: tid}) WHERE t.status IN $statuses "
-    "OPTIONAL MATCH (t)-[:REQUIRES]->(c:Condition) "
-    f"WITH t, collect({_CHECK}) AS requires "
-    "OPTIONAL MATCH (t)-[:FORBIDDEN_WHEN]->(c:Condition) "
-    f"WITH t, requires, collect({_CHECK}) AS forbidden "
-    "OPTIONAL MATCH (t)-[:CONFLICTS_WITH]-(other:Technique) "
-    "RETURN t.id AS technique, t.name AS name, t.recipe AS recipe, requires, forbidden, "
-    "collect(DISTINCT other.id) AS conflicts ORDER BY technique"
+    "UNWIND $techniques AS tid MATCH (t:Technique {id: tid}) WITH t WHERE t.status IN $statuses "
+    + _guards("t") +
+    "RETURN t.id AS technique, missing, forbidding, conflicts ORDER BY technique"
 )

@@ -103,11 +103,6 @@ def test_failed_child_and_no_gain_child_are_tabu_with_reasons(store: GraphStore)
                                 "was rejected (")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Plan.case counts rejection rows before de-duplication: a technique offered by two matched "
-    "bottlenecks (online_softmax via materialized_attention_scores and unfused_reduction) and tabu on "
-    "both is counted twice, so the case says 10 while Plan.rejected names 9 techniques. Fix: in "
-    "Planner.plan pass the de-duplicated rejections to _case (or count {r.technique for r in rejected})."))
 def test_the_case_counts_each_rejected_technique_once(store: GraphStore):
     parent = write_trajectory(store, "run-count", Lineage(children=(
         Child("flash_attention", status="numeric", correct=False), Child("online_softmax", speedup=1.005))))
@@ -280,13 +275,6 @@ def test_record_of_a_plan_that_selected_nothing(store: GraphStore):
     assert counts.get("MATCHED", 0) == 0 and counts["OBSERVED"] >= 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Plan.id is stable_id('dec', parent, obs, statuses) only, so a second decision from the same parent "
-    "with the same observations (after a child failed) reuses the first Decision node: record() MERGEs a "
-    "second SELECTED edge and a REJECTED edge to the first choice onto it, and overwrites its case. Fix: "
-    "derive the id from the outcome too (e.g. stable_id('dec', context, obs, statuses, tier, selected, "
-    "[r.technique for r in ranked], sorted rejections)), or have record() delete the Decision's old "
-    "SELECTED/REJECTED edges before writing."))
 def test_a_new_decision_from_the_same_parent_is_a_new_decision_node(store: GraphStore):
     planner = Planner(store)
     parent = write_trajectory(store, "run-redecide", Lineage())
@@ -421,23 +409,12 @@ def test_a_technique_reached_from_two_bottlenecks_keeps_its_best_edge(empty_stor
     assert reasons(plan) == {"u": "outranked by t"}, "the weaker edge of t is not listed as a rejection"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Planner.plan passes float('nan') and float('inf') observations into $obs; the FalkorDB client "
-    "renders them as bare nan/inf and the query fails to parse (GraphError 'Invalid input ... CYPHER "
-    "obs'). Observations.set drops NaN but not inf, and Planner.plan is public. Fix: in Planner.plan, "
-    "drop non-finite floats (math.isfinite) from obs so they count as unavailable, as None does."))
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_non_finite_observations_count_as_unavailable(store: GraphStore, bad: float):
     plan = Planner(store).plan({"branch_efficiency_pct": bad, "code_custom_kernels": 1})
     assert "branch_efficiency_pct" in plan.unavailable and plan.selected is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A condition that evaluates to null although its metric WAS observed (a string where the condition "
-    "compares a number, or an operator the CASE does not know) is reported as if the metric were missing: "
-    "Plan.unavailable lists the observed metric and the rejection says 'was not observed'. Fix: in "
-    "Planner.plan compute unavailable only from metrics absent from obs, and in _guard_reason say "
-    "'<metric>=<value> cannot be evaluated against <text>' when check['metric'] is in obs."))
 def test_an_observed_metric_that_cannot_be_compared_is_not_called_unobserved(store: GraphStore):
     plan = Planner(store).plan({"waves_per_sm": "n/a", "wave_efficiency": 0.5, "code_custom_kernels": "1",
                                 "memory_bound": True})
