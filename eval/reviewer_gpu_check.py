@@ -29,7 +29,10 @@ import torch
 
 from kskill.agents.reviewer import ReviewOptions, review
 
-ROOT = Path(__file__).resolve().parents[1]
+# The checkout that holds eval/problems and tests/fixtures: beside this file in an editable
+# install, otherwise the working directory (run it from the repository root).
+ROOT = next((p for p in (Path(__file__).resolve().parents[1], Path.cwd()) if (p / "tests" / "fixtures").is_dir()),
+            Path.cwd())
 PROBLEMS = ROOT / "eval" / "problems"
 FIXTURES = ROOT / "tests" / "fixtures" / "reviewer"
 DEFAULT_PROBLEMS = ("01_matmul_bias_relu", "04_conv2d_relu_bias_add", "07_softmax_rows", "10_layernorm",

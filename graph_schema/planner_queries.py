@@ -21,9 +21,12 @@ _HOLDS = (
 
 _CHECK = "{id: c.id, metric: c.metric, text: c.text, held: " + _HOLDS + "}"
 
+# Statuses filter edges as well as nodes: an ingested claim stays out until it is accepted.
+
 # (a) every bottleneck with each signature condition's verdict; matched when all hold.
 BOTTLENECK_SIGNATURES = (
-    "MATCH (b:Bottleneck)-[:DETECTED_BY]->(c:Condition) WHERE b.status IN $statuses "
+    "MATCH (b:Bottleneck)-[d:DETECTED_BY]->(c:Condition) "
+    "WHERE b.status IN $statuses AND coalesce(d.status, 'accepted') IN $statuses "
     f"WITH b, collect({_CHECK}) AS checks "
     "RETURN b.id AS id, b.name AS name, checks, "
     "size([x IN checks WHERE x.held = true]) = size(checks) AS matched "
@@ -42,9 +45,9 @@ def _guards(keys: str) -> str:
     """
     first = "reduce(m = null, x IN {0} | CASE WHEN m IS NULL OR x.id < m.id THEN x ELSE m END)"
     return (
-        "OPTIONAL MATCH (t)-[:REQUIRES]->(c:Condition) "
+        "OPTIONAL MATCH (t)-[r:REQUIRES]->(c:Condition) WHERE coalesce(r.status, 'accepted') IN $statuses "
         f"WITH {keys}, collect({_CHECK}) AS requires "
-        "OPTIONAL MATCH (t)-[:FORBIDDEN_WHEN]->(c:Condition) "
+        "OPTIONAL MATCH (t)-[f:FORBIDDEN_WHEN]->(c:Condition) WHERE coalesce(f.status, 'accepted') IN $statuses "
         f"WITH {keys}, requires, collect({_CHECK}) AS forbidden "
         "OPTIONAL MATCH (t)-[:CONFLICTS_WITH]-(other:Technique) "
         f"WITH {keys}, "
@@ -58,7 +61,7 @@ def _guards(keys: str) -> str:
 CANDIDATE_TECHNIQUES = (
     "UNWIND $bottlenecks AS bid "
     "MATCH (b:Bottleneck {id: bid}) MATCH (b)-[a:ADDRESSED_BY]->(t:Technique) "
-    "WITH b, a, t WHERE t.status IN $statuses "
+    "WITH b, a, t WHERE t.status IN $statuses AND coalesce(a.status, 'accepted') IN $statuses "
     + _guards("b, a, t") +
     "RETURN t.id AS technique, b.id AS bottleneck, "
     "a.priority AS priority, a.expected_gain AS expected_gain, "

@@ -105,15 +105,6 @@ NODE_EVIDENCE = (
     "s.id AS source_id, s.title AS source, s.uri AS uri ORDER BY source_id, location"
 )
 
-# A lexical skill search; the retrieval layer adds embeddings on top of it.
-SEARCH_SKILLS_TEXT = (
-    "MATCH (n) WHERE (n:Bottleneck OR n:Technique OR n:FailurePattern) "
-    "AND (toLower(n.name) CONTAINS $text OR toLower(n.description) CONTAINS $text "
-    "OR toLower(n.id) CONTAINS $text) "
-    "RETURN labels(n)[0] AS kind, n.id AS id, n.name AS name, n.status AS status ORDER BY kind, id LIMIT $limit"
-)
-
-
 # --- integrity checks: each returns rows that describe a problem ----------------------------
 
 CHECK_NODES_WITHOUT_ID = "MATCH (n) WHERE n.id IS NULL RETURN labels(n) AS labels, count(n) AS count"

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kskill.app import App, emit_json, json_option, pass_app
+from kskill.commands.review_skills import review
 from kskill.graph_schema import queries
 from kskill.graph_schema.errors import KskillError
 
@@ -17,6 +18,9 @@ kind_option = click.option("--kind", type=click.Choice(sorted(KINDS)), default=N
 @click.group()
 def skills() -> None:
     """Browse bottlenecks, techniques and failure patterns."""
+
+
+skills.add_command(review)
 
 
 @skills.command("list")
@@ -72,22 +76,26 @@ def show(app: App, skill_id: str, as_json: bool) -> None:
 
 @skills.command()
 @click.argument("text")
-@kind_option
+@click.option("--kind", type=click.Choice(sorted(KINDS) + ["evidence"]), default=None, help="Only this kind.")
 @click.option("-k", "limit", default=10, show_default=True, help="How many results.")
 @json_option
 @pass_app
 def search(app: App, text: str, kind: str | None, limit: int, as_json: bool) -> None:
-    """Find skills by text."""
-    if not text.strip():
-        raise click.BadParameter("give some text to search for", param_hint="TEXT")
-    rows = app.store().run(queries.SEARCH_SKILLS_TEXT, {"text": text.strip().lower(), "limit": limit})
-    rows = [r for r in rows if kind is None or r["kind"] == KINDS[kind]]
+    """Find skills by meaning and words (hybrid ranking; words only without the embedding model)."""
+    from kskill.retrieval import search as retrieve
+
+    kinds = ["Evidence"] if kind == "evidence" else [KINDS[kind]] if kind else list(KINDS.values())
+    matches = retrieve(app.store(), text, kinds, k=limit, home=app.settings.home,
+                       model=app.settings.embedding_model or None)
+    rows = [{"kind": m.kind, "id": m.id, "name": m.name, "score": round(m.score, 4), "via": m.via,
+             "related": m.is_related, "about": list(m.about)} for m in matches]
     if as_json:
         emit_json(rows)
         return
-    table = Table("kind", "id", "name")
+    table = Table("kind", "id", "name", "score", "via")
     for r in rows:
-        table.add_row(r["kind"], r["id"], r["name"])
+        name = r["name"] + (f" (supports {', '.join(r['about'])})" if r["about"] else "")
+        table.add_row(r["kind"], r["id"], name, f"{r['score']:.2f}" + ("" if r["related"] else " ?"), r["via"])
     Console().print(table)
 
 

@@ -36,7 +36,6 @@ PARAMS: dict[str, dict] = {
     "NODE_BY_ID": {"id": "kernel_fusion"},
     "NODE_NEIGHBOURS": {"id": "kernel_fusion"},
     "NODE_EVIDENCE": {"id": "kernel_fusion"},
-    "SEARCH_SKILLS_TEXT": {"text": "fusion", "limit": 5},
     "CHECK_NODES_WITHOUT_ID": {},
     "CHECK_UNKNOWN_LABELS": {"labels": list(NODE_TYPES)},
     "CHECK_DUPLICATE_IDS": {},
