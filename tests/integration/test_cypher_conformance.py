@@ -58,6 +58,26 @@ PARAMS: dict[str, dict] = {
     "WRITE_MATCHED_CONDITIONS": {"decision": "dec:conformance", "rows": []},
     "WRITE_SELECTED": {"decision": "dec:conformance", "technique": "kernel_fusion", "bottleneck": "b"},
     "WRITE_REJECTED": {"decision": "dec:conformance", "rows": [{"technique": "cuda_graph", "reason": "r"}]},
+    # retrieval_queries
+    "EVIDENCE_TEXTS": {},
+    "EVIDENCE_FINGERPRINT": {},
+    # ingest_queries
+    "SKILL_NODES": {},
+    "METRIC_NAMES": {},
+    "SOURCE_BY_URI": {"uri": "file:///nowhere.md"},
+    "SOURCE_EVIDENCE_IDS": {"source": "src:nowhere"},
+    "EXISTING_IDS": {"ids": ["kernel_fusion", "nowhere"]},
+    "FORGET_SOURCE_EVIDENCE": {"source": "src:nowhere"},
+    "FORGET_SOURCE_ON_EDGES": {"source": "src:nowhere", "evidence": []},
+    "DELETE_UNSOURCED_EDGES": {},
+    "DELETE_UNSUPPORTED_PROPOSALS": {},
+    "DELETE_UNUSED_CONDITIONS": {},
+    "LIST_PROPOSALS": {},
+    "LIST_PROPOSED_EDGES": {},
+    "NODES_WITH_STATUS": {"ids": ["kernel_fusion"], "status": "accepted"},
+    "SET_NODE_STATUS": {"ids": ["nowhere"], "status": "accepted", "now": "t"},
+    "ACCEPT_SETTLED_EDGES": {"ids": ["nowhere"]},
+    "SET_EDGE_STATUS": {"start": "a", "end": "b", "rel": "REQUIRES", "status": "accepted"},
 }
 # Writes that would empty the graph run last, in their own tests.
 DESTRUCTIVE = {"DELETE_ALL", "DELETE_STALE_BUILTIN_NODES", "DELETE_STALE_BUILTIN_EDGES"}
