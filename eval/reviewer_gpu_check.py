@@ -35,8 +35,8 @@ ROOT = next((p for p in (Path(__file__).resolve().parents[1], Path.cwd()) if (p 
             Path.cwd())
 PROBLEMS = ROOT / "eval" / "problems"
 FIXTURES = ROOT / "tests" / "fixtures" / "reviewer"
-DEFAULT_PROBLEMS = ("01_matmul_bias_relu", "04_conv2d_relu_bias_add", "07_softmax_rows", "10_layernorm",
-                    "15_sum_dim1", "30_pointwise_chain")
+# Medium-sized problems (64-128 MB): GPU time dominates, and each review stays a few seconds.
+DEFAULT_PROBLEMS = ("relu_large", "softmax_medium", "layernorm_medium", "matmul_medium", "rowsum_medium")
 TIMING_TOLERANCE = 0.05
 SPEEDUP_TOLERANCE = 0.03
 
@@ -100,7 +100,8 @@ def check_ncu(problem: Path, candidate: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/reviewer_gpu_check"))
-    parser.add_argument("--problems", nargs="*", default=list(DEFAULT_PROBLEMS))
+    parser.add_argument("--problems", nargs="*", default=list(DEFAULT_PROBLEMS),
+                        help="names in tests/fixtures/reviewer/gpu or eval/problems")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -110,13 +111,20 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     relu = FIXTURES / "gpu" / "relu_large.py"
-    rows = [check_timing(PROBLEMS / f"{name}.py", seed_candidate(PROBLEMS / f"{name}.py"), args.repeats)
-            for name in args.problems]
-    rows.append({**check_timing(relu, FIXTURES / "candidates" / "honest" / "relu_triton.py", args.repeats),
-                 "problem": "relu_large+triton"})
-    rows.append({**check_timing(relu, FIXTURES / "gpu" / "relu_cuda.py", args.repeats), "problem": "relu_large+cuda"})
-    ncu = [check_ncu(relu, FIXTURES / "candidates" / "honest" / "relu_triton.py"),
-           check_ncu(relu, FIXTURES / "gpu" / "relu_cuda.py")]
+    rows = []
+    for name in args.problems:
+        path = FIXTURES / "gpu" / f"{name}.py"
+        path = path if path.exists() else PROBLEMS / f"{name}.py"
+        rows.append(check_timing(path, seed_candidate(path), args.repeats))
+        print(json.dumps(rows[-1], default=str), flush=True)  # a partial run still reports what it measured
+    for candidate, label in ((FIXTURES / "candidates" / "honest" / "relu_triton.py", "relu_large+triton"),
+                             (FIXTURES / "gpu" / "relu_cuda.py", "relu_large+cuda")):
+        rows.append({**check_timing(relu, candidate, args.repeats), "problem": label})
+        print(json.dumps(rows[-1], default=str), flush=True)
+    ncu = []
+    for candidate in (FIXTURES / "candidates" / "honest" / "relu_triton.py", FIXTURES / "gpu" / "relu_cuda.py"):
+        ncu.append(check_ncu(relu, candidate))
+        print(json.dumps(ncu[-1], default=str), flush=True)
 
     print(f"{'problem':28s} {'harness ms':>11s} {'do_bench ms':>11s} {'diff':>7s} {'speedups':>26s} {'spread':>7s}")
     for r in rows:
