@@ -5,6 +5,7 @@ Library errors (KskillError) become one line on stderr here, at the edge, and no
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 import traceback
@@ -12,16 +13,42 @@ import traceback
 import click
 
 from kskill.app import App
-from kskill.commands.config import config
-from kskill.commands.graph import graph
-from kskill.commands.ingest import ingest
-from kskill.commands.plan import plan
-from kskill.commands.review import review
-from kskill.commands.skills import skills
 from kskill.graph_schema.errors import KskillError
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """Imports a command's module only when that command runs (or help lists it), so a quick
+    command such as `skills list` does not pay for torch, triton or the embedding model."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            module, attribute = self.lazy[name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
+
+
+# command name -> "module:attribute"; each module in kskill/commands/ holds one noun or verb
+COMMANDS = {
+    "audit": "kskill.commands.audit:audit",
+    "config": "kskill.commands.config:config",
+    "graph": "kskill.commands.graph:graph",
+    "ingest": "kskill.commands.ingest:ingest",
+    "optimize": "kskill.commands.optimize:optimize",
+    "plan": "kskill.commands.plan:plan",
+    "review": "kskill.commands.review:review",
+    "runs": "kskill.commands.runs:runs",
+    "skills": "kskill.commands.skills:skills",
+}
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS)
 @click.option("-v", "--verbose", count=True, help="Log progress; -vv for debug logs and tracebacks.")
 @click.option("--graph", "graph_uri", envvar="KSKILL_GRAPH_URI", default=None,
               help="'embedded' (default) or a bolt://, neo4j://, neo4j+s:// URI.")
@@ -34,14 +61,6 @@ def cli(ctx: click.Context, verbose: int, graph_uri: str | None) -> None:
     app = App(verbose=verbose, graph_uri=graph_uri)
     ctx.obj = app
     ctx.call_on_close(app.close)
-
-
-cli.add_command(config)
-cli.add_command(graph)
-cli.add_command(plan)
-cli.add_command(skills)
-cli.add_command(review)
-cli.add_command(ingest)
 
 
 def main() -> None:
