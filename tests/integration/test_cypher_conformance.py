@@ -58,6 +58,28 @@ PARAMS: dict[str, dict] = {
     "WRITE_MATCHED_CONDITIONS": {"decision": "dec:conformance", "rows": []},
     "WRITE_SELECTED": {"decision": "dec:conformance", "technique": "kernel_fusion", "bottleneck": "b"},
     "WRITE_REJECTED": {"decision": "dec:conformance", "rows": [{"technique": "cuda_graph", "reason": "r"}]},
+    # trajectory_queries
+    "WRITE_RUN": {"id": "run-conformance", "props": {"problem": "p", "status": "running"}, "now": "t"},
+    "WRITE_ATTEMPT": {"run": "run-conformance", "id": "att:conformance", "now": "t",
+                      "props": {"n": 1, "kind": "seed", "code_hash": "h", "status": "pending"}},
+    "LINK_DERIVED_FROM": {"child": "att:conformance", "parent": "att:conformance-parent"},
+    "LINK_APPLIED": {"attempt": "att:conformance", "techniques": ["kernel_fusion"]},
+    "LINK_DECIDED_BY": {"attempt": "att:conformance", "decision": "dec:conformance"},
+    "WRITE_FAILURE": {"attempt": "att:conformance", "id": "fail:conformance", "now": "t",
+                      "props": {"failure_class": "compile", "message": "m"}},
+    "LINK_FAILURE_PATTERNS": {"failure": "fail:conformance", "patterns": ["fp_timeout"]},
+    "RUN_BY_ID": {"id": "run-conformance"},
+    "LIST_RUNS": {"limit": 5},
+    "RUN_ATTEMPTS": {"run": "run-conformance"},
+    "FAILURE_PATTERNS": {"statuses": ["accepted"]},
+    "DECISION_OBSERVATIONS": {"decision": "dec:conformance"},
+    "DECISION_MATCHED": {"decision": "dec:conformance"},
+    "DECISION_SELECTED": {"decision": "dec:conformance"},
+    "DECISION_REJECTED": {"decision": "dec:conformance"},
+    # printed for Neo4j Browser, which draws the nodes and paths they return; the port returns plain
+    # values only, so here they run on ids that match nothing (parsed and planned, no rows)
+    "AUDIT_ATTEMPT_SUBGRAPH": {"attempt": "att:none"},
+    "AUDIT_RUN_SUBGRAPH": {"run": "run-none"},
     # retrieval_queries
     "EVIDENCE_TEXTS": {},
     "EVIDENCE_FINGERPRINT": {},

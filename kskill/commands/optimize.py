@@ -1,0 +1,72 @@
+"""`kskill optimize PROBLEM.py`: the closed loop on one KernelBench-format problem (or `--resume RUN`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from kskill.app import App, emit_json, json_option, pass_app
+from kskill.loop import Progress
+from kskill.report import summary, verdict
+from kskill.run_state import LoopConfig
+from kskill.session import resume, start
+
+
+def _show(progress: Progress) -> None:
+    click.echo(f"[{progress.iteration:>2}/{progress.budget}] {progress.action:<72.72} "
+               f"best {progress.best_speedup:.3f}x (attempt {progress.best_n})", err=True)
+
+
+@click.command()
+@click.argument("problem", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--iterations", type=click.IntRange(min=1), default=None,
+              help="Candidates to review in all: seed, optimizations, repairs.  [default: 15]")
+@click.option("--brain", type=click.Choice(["recipes", "llm"]), default=None,
+              help="Who writes code (default: the brain setting, 'recipes').")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run directory (default: KSKILL_HOME/runs/RUN).")
+@click.option("--resume", "resume_id", default=None, metavar="RUN", help="Continue an interrupted run.")
+@click.option("--time-limit", type=click.FloatRange(min=1), default=1800.0, show_default=True,
+              help="Wall-time budget in seconds.")
+@click.option("--trials", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Correctness trials per candidate.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--atol", type=click.FloatRange(min=0), default=None, help="Absolute tolerance (default per dtype).")
+@click.option("--rtol", type=click.FloatRange(min=0), default=None, help="Relative tolerance (default per dtype).")
+@click.option("--patience", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Stop after this many plans in a row gain less than 1%.")
+@click.option("--retrieval", type=click.Choice(["hybrid", "lexical", "off"]), default="hybrid", show_default=True,
+              help="Ranking for failure-pattern lookup and the Planner's fallback.")
+@click.option("--learn", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Update the skill base's priors from the outcomes (auto: only from GPU timings).")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=400_000, show_default=True,
+              help="LLM token budget of the run.")
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="LLM cost budget in USD.")
+@json_option
+@pass_app
+def optimize(app: App, problem: Path | None, iterations: int | None, brain: str | None, out_dir: Path | None,
+             resume_id: str | None, time_limit: float, trials: int, device: str, atol: float | None,
+             rtol: float | None, patience: int, retrieval: str, learn: str, max_tokens: int,
+             max_cost: float | None, as_json: bool) -> None:
+    """Make PROBLEM (defines Model, get_inputs, get_init_inputs) faster: seed, review, plan from the
+    skill graph, optimize, repair, until a budget or an early stop. Writes model_new.py and report.md."""
+    if (problem is None) == (resume_id is None):
+        raise click.UsageError("give a PROBLEM file or --resume RUN (not both)")
+    store = app.store()
+    if resume_id:
+        state = resume(store, app.settings, resume_id, iterations=iterations, on_progress=_show)
+    else:
+        config = LoopConfig(
+            brain=brain or app.settings.brain, iterations=iterations or 15, time_limit_s=time_limit, trials=trials,
+            device=device, atol=atol, rtol=rtol, patience=patience, retrieval=retrieval, learn=learn,
+            max_tokens=max_tokens, max_cost_usd=max_cost)
+        state = start(store, app.settings, problem, config, out_dir, on_progress=_show)
+    if as_json:
+        emit_json(summary(state))
+        return
+    click.echo(f"run {state.run_id}: {verdict(state)}")
+    click.echo(f"  stopped: {state.stop_reason}")
+    click.echo(f"  model:   {state.out_dir / 'model_new.py'}")
+    click.echo(f"  report:  {state.out_dir / 'report.md'}")
+    click.echo(f"  explain: kskill audit {state.run_id}")

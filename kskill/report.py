@@ -1,0 +1,124 @@
+"""What a finished run leaves in its directory: model_new.py (the best verified candidate, or the
+reference when nothing beat it), run.json (the summary), report.md with the trajectory table,
+and speedup.png (speedup per iteration).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kskill.run_state import RunState
+
+MODEL_FILE = "model_new.py"
+PLOT_FILE = "speedup.png"
+
+
+def summary(state: RunState) -> dict[str, Any]:
+    """The run's outcome as plain data (run.json and `--json`)."""
+    best = state.best()
+    fastest = next((a for a in state.verified() if a.kind != "reference"), None)
+    timed = [a.representative for a in state.attempts.values() if a.representative is not None]
+    return {
+        "run": state.run_id, "problem": state.problem.name, "out_dir": str(state.out_dir),
+        "stop_reason": state.stop_reason, "attempts": len(state.attempts) - 1, "reviewed": state.reviewed,
+        "beats_reference": best.kind != "reference", "best_attempt": best.n, "best_kind": best.kind,
+        "best_speedup": best.speedup, "best_techniques": list(best.techniques),
+        "fastest_verified": None if fastest is None else {"attempt": fastest.n, "speedup": fastest.speedup},
+        "timings_representative": bool(timed) and all(timed), "model_new": str(state.out_dir / MODEL_FILE),
+        "report": str(state.out_dir / "report.md"), "usage": asdict(state.total_usage), "learned": state.learned,
+        "trajectory": [trajectory_row(state, n) for n in sorted(state.attempts)],
+    }
+
+
+def verdict(state: RunState) -> str:
+    """One sentence: what the run returns and why."""
+    best = state.best()
+    if best.kind != "reference":
+        return (f"attempt {best.n} ({', '.join(best.techniques) or best.kind}) is {best.speedup:.3f}x the reference"
+                f"{'' if best.representative else ' (timings not representative: no GPU)'}")
+    fastest = next((a for a in state.verified() if a.kind != "reference"), None)
+    seen = f"; the fastest verified candidate, attempt {fastest.n}, reached {fastest.speedup:.3f}x" if fastest else ""
+    return f"no candidate beat the reference{seen}: {MODEL_FILE} is the reference itself"
+
+
+def trajectory_row(state: RunState, n: int) -> dict[str, Any]:
+    a = state.attempts[n]
+    return {"n": a.n, "kind": a.kind, "parent": a.parent, "technique": a.technique, "bottleneck": a.bottleneck,
+            "status": a.status, "speedup": a.speedup, "runtime_ms": a.runtime_ms, "code_hash": a.code_hash,
+            "failure": a.failure[:200], "tokens": a.usage.tokens}
+
+
+def write_artifacts(state: RunState) -> None:
+    best = state.best()
+    (state.out_dir / MODEL_FILE).write_text(best.source)
+    data = summary(state)
+    (state.out_dir / "run.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    plotted = plot_speedups(state, state.out_dir / PLOT_FILE)
+    (state.out_dir / "report.md").write_text(report_markdown(state, data, plotted))
+
+
+def plot_speedups(state: RunState, path: Path) -> bool:
+    """Each reviewed attempt's speedup and the best so far, by iteration; False when nothing was timed."""
+    points = [(a.n, a.speedup if a.verified else None) for a in sorted(state.attempts.values(), key=lambda a: a.n)
+              if a.kind != "reference" and a.status != "pending"]
+    if not any(s is not None for _, s in points):
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    best, running = [], 1.0
+    for _, s in points:
+        running = max(running, s or 0.0)
+        best.append(running)
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
+    ok = [(n, s) for n, s in points if s is not None]
+    failed = [n for n, s in points if s is None]
+    ax.plot([n for n, _ in points], best, "-", color="tab:blue", label="best so far (reference = 1)")
+    ax.scatter([n for n, _ in ok], [s for _, s in ok], color="tab:green", zorder=3, label="verified attempt")
+    if failed:
+        ax.scatter(failed, [0.0] * len(failed), marker="x", color="tab:red", zorder=3, label="failed attempt")
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("attempt")
+    ax.set_ylabel("speedup vs reference")
+    ax.set_title(f"{state.problem.name}: speedup per attempt")
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str:
+    usage = state.total_usage
+    lines = [
+        f"# kskill run {state.run_id}", "",
+        f"- problem: `{state.problem.name}`",
+        f"- brain: {state.config.brain}; stopped because {state.stop_reason}",
+        f"- result: {verdict(state)}",
+        f"- returned: `{MODEL_FILE}` (attempt {data['best_attempt']}, {data['best_kind']})",
+        f"- timings representative: {'yes' if data['timings_representative'] else 'no (no GPU: the Triton interpreter)'}",
+        f"- LLM usage: {usage.tokens} tokens in {usage.calls} call(s) ({usage.cached} cached), ${usage.cost_usd:.4f}",
+        f"- skill base: {state.learned}", "",
+        "## Trajectory", "",
+        "| # | kind | parent | technique | bottleneck | status | speedup | runtime ms | code |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in data["trajectory"]:
+        speedup = f"{row['speedup']:.3f}x" if row["speedup"] is not None else "-"
+        runtime = f"{row['runtime_ms']:.4f}" if row["runtime_ms"] is not None else "-"
+        parent = "-" if row["parent"] is None else str(row["parent"])
+        lines.append(f"| {row['n']} | {row['kind']} | {parent} | {row['technique'] or '-'} | "
+                     f"{row['bottleneck'] or '-'} | {row['status']} | {speedup} | {runtime} | `{row['code_hash']}` |")
+    failures = [r for r in data["trajectory"] if r["failure"]]
+    if failures:
+        lines += ["", "## Failures", ""]
+        lines += [f"- attempt {r['n']} ({r['status']}): {r['failure']}" for r in failures]
+    if plotted:
+        lines += ["", "## Speedup per attempt", "", f"![speedup per attempt]({PLOT_FILE})"]
+    lines += ["", f"`kskill audit {state.run_id}` explains each decision from the graph.", ""]
+    return "\n".join(lines)

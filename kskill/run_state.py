@@ -1,0 +1,262 @@
+"""The typed state of one optimization run, its settings, and its run directory.
+
+The graph holds the trajectory (kskill/trajectory.py); the run directory holds the files:
+the problem, each candidate's code and review JSON, and at the end model_new.py and the
+report. `load_state` rebuilds a RunState from both, which is how `--resume` continues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kskill.agents.brains.base import Draft, TrajectoryStep, Usage
+from kskill.agents.errors import AgentError
+from kskill.agents.features import Features
+from kskill.agents.planner import MIN_GAIN
+from kskill.agents.problem import Problem, load_problem
+from kskill.agents.reviewer import Review
+from kskill.trajectory import Trajectory, attempt_id
+
+
+class RunError(AgentError):
+    """A run cannot start or resume (unknown id, missing files, another process on it)."""
+
+
+class LoopConfig(BaseModel):
+    """Budgets, stopping rules and review settings of one run (stored with the Run as JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    brain: Literal["recipes", "llm"] = "recipes"
+    iterations: int = Field(15, ge=1, description="candidates reviewed in all (seed, optimizations, repairs)")
+    time_limit_s: float = Field(1800.0, gt=0, description="wall time of one invocation")
+    max_repairs: int = Field(2, ge=0, description="repairs per branch")
+    patience: int = Field(3, ge=1, description="plans in a row that gain less than min_gain before stopping")
+    min_gain: float = Field(MIN_GAIN, ge=1.0)
+    roofline_stop: float = Field(0.8, gt=0, description="stop when the best reaches this fraction of its roofline")
+    trials: int = Field(3, ge=1)
+    cpu_timing_reps: int = Field(7, ge=2, description="timed calls per function without a GPU (noisy, not representative)")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    review_timeout_s: float = Field(300.0, gt=0)
+    atol: float | None = None
+    rtol: float | None = None
+    retrieval: Literal["hybrid", "lexical", "off"] = "hybrid"
+    learn: Literal["auto", "always", "never"] = "auto"
+    max_tokens: int = Field(400_000, ge=1)
+    max_cost_usd: float | None = None
+
+
+@dataclass
+class AttemptRecord:
+    """One candidate of the run, as the loop knows it (the graph's Attempt plus files and review)."""
+
+    n: int
+    kind: str  # reference | seed | optimize | repair
+    code_hash: str
+    source: str
+    techniques: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+    parent: int | None = None
+    technique: str | None = None  # what this attempt added
+    bottleneck: str | None = None
+    decision: str | None = None
+    status: str = "pending"  # pending | verified | a failure class
+    correct: bool | None = None
+    speedup: float | None = None
+    runtime_ms: float | None = None
+    representative: bool | None = None
+    failure: str = ""
+    review: Review | None = None
+    usage: Usage = Usage()  # what the brain spent writing this candidate
+
+    @property
+    def verified(self) -> bool:
+        return self.status == "verified"
+
+    def draft(self) -> Draft:
+        return Draft(source=self.source, techniques=self.techniques, params=self.params)
+
+    def step(self) -> TrajectoryStep:
+        return TrajectoryStep(self.n, self.kind, self.technique, self.status, self.speedup, self.failure)
+
+    def graph_params(self) -> str:
+        return json.dumps({"techniques": list(self.techniques), "params": self.params,
+                           "usage": asdict(self.usage)}, sort_keys=True)
+
+
+@dataclass
+class RunState:
+    run_id: str
+    problem: Problem
+    config: LoopConfig
+    out_dir: Path
+    attempts: dict[int, AttemptRecord] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    exhausted: set[int] = field(default_factory=set)  # parents every technique was tried or refused from
+    declined: dict[int, dict[str, str]] = field(default_factory=dict)  # parent -> technique -> why not
+    plans: int = 0
+    stale_plans: int = 0
+    best_at_last_plan: float = 0.0
+    usage: Usage = Usage()
+    stop_reason: str = ""
+    previous_usage: Usage = Usage()  # spent by earlier invocations of a resumed run
+    last_usage: Usage = Usage()  # the latest brain call's
+    reference_features: Features | None = None
+    learned: str = ""  # what the run taught the skill base
+
+    # -- questions the nodes ask -------------------------------------------------------------
+
+    def id_of(self, n: int) -> str:
+        return attempt_id(self.run_id, self.attempts[n].code_hash)
+
+    def by_hash(self, code_hash: str) -> AttemptRecord | None:
+        return next((a for a in self.attempts.values() if a.code_hash == code_hash), None)
+
+    def next_n(self) -> int:
+        return max(self.attempts, default=-1) + 1
+
+    @property
+    def reviewed(self) -> int:
+        """Candidates reviewed or refused so far (the iteration count; the reference is not one)."""
+        return sum(1 for a in self.attempts.values() if a.kind != "reference" and a.status != "pending")
+
+    def verified(self) -> list[AttemptRecord]:
+        """Verified candidates, fastest first (the reference last among equals)."""
+        return sorted((a for a in self.attempts.values() if a.verified),
+                      key=lambda a: (-(a.speedup or 0.0), a.kind == "reference", a.n))
+
+    def parents(self) -> list[AttemptRecord]:
+        """Where the Planner starts from, in order: verified candidates fastest first; the reference
+        only when no candidate is verified (the seed is its faithful stand-in otherwise)."""
+        candidates = [a for a in self.verified() if a.kind != "reference"]
+        return candidates or [self.attempts[0]]
+
+    def best(self) -> AttemptRecord:
+        """The candidate to return: the fastest verified one that beats the reference, else the reference."""
+        for a in self.verified():
+            if a.kind != "reference" and (a.speedup or 0.0) >= self.config.min_gain:
+                return a
+        return self.attempts[0]
+
+    def branch_root(self, n: int) -> int:
+        while self.attempts[n].kind == "repair" and self.attempts[n].parent is not None:
+            n = self.attempts[n].parent
+        return n
+
+    def branch(self, n: int) -> list[AttemptRecord]:
+        """The attempts of n's branch: its root (an optimization or the seed) and the repairs below it."""
+        root = self.branch_root(n)
+        return [a for a in self.attempts.values() if self.branch_root(a.n) == root]
+
+    def trajectory(self) -> tuple[TrajectoryStep, ...]:
+        return tuple(self.attempts[n].step() for n in sorted(self.attempts))
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def total_usage(self) -> Usage:
+        return self.previous_usage + self.usage
+
+    # -- files -------------------------------------------------------------------------------
+
+    def attempt_dir(self, n: int) -> Path:
+        return self.out_dir / "attempts" / f"{n:03d}-{self.attempts[n].kind}"
+
+
+def save_candidate(state: RunState, record: AttemptRecord) -> Path:
+    folder = state.attempt_dir(record.n)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "candidate.py").write_text(record.source)
+    return folder
+
+
+def save_review(state: RunState, record: AttemptRecord) -> None:
+    if record.review is not None:
+        (state.attempt_dir(record.n) / "review.json").write_text(record.review.to_json())
+
+
+# --- the run directory's lock: one process works on a run at a time -------------------------
+
+def take_lock(out_dir: Path) -> None:
+    path = out_dir / "run.lock"
+    if path.exists():
+        try:
+            pid = int(path.read_text().strip())
+        except ValueError:
+            pid = 0
+        if pid and pid != os.getpid() and _alive(pid):
+            raise RunError(f"process {pid} is working on the run in {out_dir}; wait for it or stop it first")
+    path.write_text(str(os.getpid()))
+
+
+def release_lock(out_dir: Path) -> None:
+    path = out_dir / "run.lock"
+    if path.exists() and path.read_text().strip() == str(os.getpid()):
+        path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --- resume ---------------------------------------------------------------------------------
+
+def load_state(trajectory: Trajectory, run_id: str) -> RunState:
+    """A RunState rebuilt from the graph (attempts, lineage, decisions) and the run directory (code, reviews)."""
+    run = trajectory.run(run_id)
+    if run is None:
+        raise RunError(f"no run {run_id!r} in the graph; `kskill runs list` shows the runs there")
+    settings = json.loads(run.get("config") or "{}")
+    out_dir = Path(settings.get("out_dir", ""))
+    if not (out_dir / "problem.py").is_file():
+        raise RunError(f"run {run_id} kept its files in {out_dir}, which no longer holds problem.py; "
+                       "resume needs the run directory")
+    problem = load_problem(out_dir / "problem.py", name=run["problem"])
+    state = RunState(run_id, problem, LoopConfig(**settings.get("loop", {})), out_dir)
+    for row in trajectory.attempts(run_id):
+        a = row["attempt"]
+        record = AttemptRecord(
+            n=a["n"], kind=a["kind"], code_hash=a["code_hash"], source="",
+            techniques=tuple(row["params"].get("techniques", [])), params=row["params"].get("params", {}),
+            parent=row["parent"], technique=(row["applied"] or [None])[0], bottleneck=row["bottleneck"],
+            decision=row["decision"], status=a["status"], correct=a.get("correct"), speedup=a.get("speedup"),
+            runtime_ms=a.get("runtime_ms"), failure=row["failure_message"] or "",
+            usage=Usage(**row["params"].get("usage", {})))
+        state.attempts[record.n] = record
+        _load_files(state, record)
+        state.previous_usage += record.usage
+    if 0 not in state.attempts:
+        raise RunError(f"run {run_id} has no reference attempt in the graph; start a new run instead")
+    return state
+
+
+def _load_files(state: RunState, record: AttemptRecord) -> None:
+    if record.kind == "reference":
+        from kskill.agents.generator import reference_candidate
+
+        record.source = reference_candidate(state.problem).source
+        return
+    folder = state.attempt_dir(record.n)
+    candidate = folder / "candidate.py"
+    if candidate.is_file():
+        record.source = candidate.read_text()
+    elif record.status != "no_code":
+        raise RunError(f"attempt {record.n} of run {state.run_id} has no {candidate}; resume needs the run directory")
+    review = folder / "review.json"
+    if review.is_file() and record.status != "pending":
+        record.review = Review.model_validate_json(review.read_text())
+        record.representative = record.review.timing.representative if record.review.timing else None

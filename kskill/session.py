@@ -1,0 +1,102 @@
+"""Starting and resuming optimization runs: settings in, the agents wired into Deps, the loop run.
+
+This is where settings meet the agents: the brain (recipes, or llm with its endpoint, budget
+and cache under KSKILL_HOME), retrieval for the Diagnoser and the Planner's fallback, and the
+Reviewer's options.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kskill.agents.brains import Brain, LlmBrain, LlmBudget, RecipeBrain, open_client
+from kskill.agents.diagnoser import Diagnoser
+from kskill.agents.generator import Generator
+from kskill.agents.optimizer import Optimizer
+from kskill.agents.planner import Planner
+from kskill.agents.problem import Problem, load_problem
+from kskill.agents.repairer import Repairer
+from kskill.agents.reviewer import Review, ReviewOptions, review
+from kskill.config import Settings
+from kskill.graph_schema.store import GraphStore
+from kskill.loop import Deps, Progress, run_loop
+from kskill.run_state import LoopConfig, RunError, RunState, load_state
+from kskill.trajectory import Trajectory
+
+
+def new_run_id(problem_name: str) -> str:
+    stem = re.sub(r"[^a-z0-9]+", "-", problem_name.lower()).strip("-")[:40] or "problem"
+    return f"run-{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def make_brain(settings: Settings, config: LoopConfig) -> Brain:
+    if config.brain == "recipes":
+        return RecipeBrain()
+    client = open_client(settings.openai_base_url, settings.openai_api_key)
+    return LlmBrain(client, settings.llm_model, cache_dir=settings.home / "llm-cache",
+                    budget=LlmBudget(max_tokens=config.max_tokens, max_cost_usd=config.max_cost_usd))
+
+
+def _retrieval(store: GraphStore, home: Path, via: str) -> Any:
+    """A Retriever for the Diagnoser and the Planner's fallback, or None when retrieval is off."""
+    if via == "off":
+        return None
+    from kskill.retrieval import retriever_for
+
+    return retriever_for(store, home) if via == "hybrid" else retriever_for(store, home, embedder=None)
+
+
+def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
+               on_progress: Callable[[Progress], None] = lambda p: None, brain: Brain | None = None,
+               review_fn: Callable[[Problem, str], Review] | None = None) -> Deps:
+    brain = brain or make_brain(settings, config)
+    retriever = _retrieval(store, settings.home, config.retrieval)
+
+    def patterns(text: str, k: int) -> list[tuple[str, float]]:
+        return [(m.id, m.score) for m in retriever.search(text, ["FailurePattern"], k) if m.is_related]
+
+    def techniques(text: str, k: int) -> list[str]:
+        return [m.id for m in retriever.search(text, ["Technique"], k) if m.is_related]
+
+    options = ReviewOptions(trials=config.trials, device=config.device, timeout_s=config.review_timeout_s,
+                            atol=config.atol, rtol=config.rtol, cpu_timing_reps=config.cpu_timing_reps)
+    return Deps(
+        trajectory=Trajectory(store),
+        planner=Planner(store, fallback=techniques if retriever else None),
+        generator=Generator(brain), optimizer=Optimizer(brain, store),
+        diagnoser=Diagnoser(store, search=patterns if retriever else None), repairer=Repairer(brain),
+        brain=brain, review=review_fn or (lambda problem, source: review(problem, source, options)),
+        on_progress=on_progress)
+
+
+def start(store: GraphStore, settings: Settings, problem_path: Path, config: LoopConfig,
+          out_dir: Path | None = None, **deps_options: Any) -> RunState:
+    """A new run of `problem_path`; its files go to `out_dir` (default KSKILL_HOME/runs/<run id>)."""
+    problem = load_problem(problem_path)
+    run_id = new_run_id(problem.name)
+    folder = Path(out_dir) if out_dir else settings.home / "runs" / run_id
+    if folder.exists() and any(folder.iterdir()):
+        raise RunError(f"the output directory {folder} is not empty; name a new one with --out")
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(problem_path, folder / "problem.py")  # resume reads it from here
+    state = RunState(run_id, Problem(problem.name, problem.source, problem.path), config, folder.resolve())
+    return run_loop(state, build_deps(store, settings, config, **deps_options))
+
+
+def resume(store: GraphStore, settings: Settings, run_id: str, iterations: int | None = None,
+           **deps_options: Any) -> RunState:
+    """Continue an interrupted run from the graph and its run directory."""
+    trajectory = Trajectory(store)
+    known = trajectory.run(run_id)
+    if known is not None and known.get("status") == "finished" and iterations is None:
+        raise RunError(f"run {run_id} is finished; pass --iterations N to give it more iterations")
+    state = load_state(trajectory, run_id)
+    if iterations is not None:
+        state.config = state.config.model_copy(update={"iterations": iterations})
+    return run_loop(state, build_deps(store, settings, state.config, **deps_options))
