@@ -6,7 +6,7 @@ setup:
 
 demo: setup
 	.venv/bin/kskill graph init
-	.venv/bin/kskill skills list --kind technique
+	.venv/bin/kskill optimize kskill/examples/gemm_bias_gelu.py
 
 test: setup
 	.venv/bin/python -m pytest -q
