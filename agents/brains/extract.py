@@ -13,6 +13,7 @@ import ast
 import re
 
 from kskill.agents.brains.base import NoUsableCode
+from kskill.agents.problem import top_level_names
 
 FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 CODE_START = re.compile(r"^(import |from \w|@|class |def |[A-Za-z_]\w*\s*=)")
@@ -25,10 +26,10 @@ def extract_code(reply: str) -> str:
         raise NoUsableCode("the reply was empty", reply or "")
     blocks = [(lang.lower(), body) for lang, body in FENCE.findall(reply)]
     python = [body for lang, body in blocks if lang not in NOT_PYTHON]
-    for body in reversed(python):
-        code = _usable(body)
+    for i in reversed(range(len(python))):
+        code = _usable(python[i])
         if code:
-            return code
+            return _with_helpers(code, python[:i] + python[i + 1:])
     if len(python) > 1:
         code = _usable("\n\n".join(python))
         if code:
@@ -41,6 +42,23 @@ def extract_code(reply: str) -> str:
         raise NoUsableCode("the reply does not define ModelNew (no class ModelNew in any code block or in the text)",
                            reply)
     raise NoUsableCode("the reply mentions ModelNew but none of its code parses as Python", reply)
+
+
+def _with_helpers(code: str, others: list[str]) -> str:
+    """The code, preceded by the other blocks that define names it uses but does not define
+    (replies that show the kernel in one block and the module in the next)."""
+    tree = ast.parse(code)
+    missing = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    missing -= top_level_names(tree)
+    needed = []
+    for other in others:
+        try:
+            if top_level_names(ast.parse(other)) & missing:
+                needed.append(other.strip("\n") + "\n")
+        except SyntaxError:
+            continue
+    joined = "\n\n".join([*needed, code])
+    return joined if not needed or _usable(joined) else code
 
 
 def _from_first_code_line(text: str) -> str:
