@@ -22,6 +22,7 @@ from kskill.agents.features import Features
 from kskill.agents.planner import MIN_GAIN
 from kskill.agents.problem import Problem, load_problem
 from kskill.agents.reviewer import Review
+from kskill.graph_schema.embedded import _alive as process_alive
 from kskill.trajectory import Trajectory, attempt_id
 
 
@@ -192,7 +193,7 @@ def take_lock(out_dir: Path) -> None:
             pid = int(path.read_text().strip())
         except ValueError:
             pid = 0
-        if pid and pid != os.getpid() and _alive(pid):
+        if pid and pid != os.getpid() and process_alive(pid):
             raise RunError(f"process {pid} is working on the run in {out_dir}; wait for it or stop it first")
     path.write_text(str(os.getpid()))
 
@@ -201,16 +202,6 @@ def release_lock(out_dir: Path) -> None:
     path = out_dir / "run.lock"
     if path.exists() and path.read_text().strip() == str(os.getpid()):
         path.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # --- resume ---------------------------------------------------------------------------------
