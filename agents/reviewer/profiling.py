@@ -78,19 +78,6 @@ def torch_profile(forward: Callable[[], Any], *, cuda: bool, calls: int = 5) -> 
 NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "Occupancy",
                 "LaunchStats", "WarpStateStats", "SourceCounters", "ComputeWorkloadAnalysis")
 NCU_EXTRA_METRICS = ("dram__bytes.sum", "gpu__time_duration.sum", "lts__t_sector_hit_rate.pct")
-INTEGER_METRICS = {"registers_per_thread", "grid_size", "block_size", "shared_mem_per_block_bytes",
-                   "shared_bank_conflicts", "dram_bytes"}
-# Metrics whose ncu names are combined rather than alternatives (as metrics.yaml describes them).
-SUMMED = {"shared_mem_per_block_bytes"}
-LARGEST = {"tensor_pipe_utilization_pct"}
-STALL_PATTERNS = (re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$"),
-                  re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+)$"))
-STALL_METRICS = {"long_scoreboard": "warp_stall_long_scoreboard_pct", "barrier": "warp_stall_barrier_pct",
-                 "math_pipe_throttle": "warp_stall_math_pipe_pct",
-                 "not_selected": "warp_stall_not_selected_pct", "lg_throttle": "warp_stall_lg_throttle_pct"}
-OCCUPANCY_LIMITS = {"registers": "launch__occupancy_limit_registers",
-                    "shared_memory": "launch__occupancy_limit_shared_mem",
-                    "warps": "launch__occupancy_limit_warps", "blocks": "launch__occupancy_limit_blocks"}
 NCU_DERIVED = ("memory_bound", "compute_bound", "memory_stall_share", "wave_efficiency")
 
 
@@ -143,48 +130,20 @@ def ncu_failure_reason(log: str) -> str:
     return "ncu failed: " + (errors[0].strip() if errors else "no report was written")
 
 
-def _values(row: dict[str, str], names: tuple[str, ...]) -> list[float]:
-    return [v for v in (_number(row.get(n)) for n in names) if v is not None]
-
-
-def _stall_shares(row: dict[str, str]) -> dict[str, float]:
-    """Each stall reason's percentage of the sum of all reasons (ratio metrics, else sampled counts)."""
-    for pattern in STALL_PATTERNS:
-        stalls = {m.group(1): _number(v) for k, v in row.items() if (m := pattern.match(k))}
-        stalls = {k: v for k, v in stalls.items() if v is not None and not k.endswith("not_issued")}
-        total = sum(stalls.values())
-        if stalls and total > 0:
-            return {k: 100.0 * v / total for k, v in stalls.items()}
-    return {}
-
-
 def ncu_observations(rows: list[dict[str, str]]) -> tuple[dict, dict, dict]:
-    """(observations, unavailable, detail) of the dominant kernel (longest duration) of the forward."""
+    """(observations, unavailable, detail) of the dominant kernel (longest duration) of the forward.
+
+    The raw names map to the vocabulary through Observations.from_raw_ncu, the one mapping of
+    Nsight Compute metrics in kskill (driven by the ncu_names of metrics.yaml).
+    """
+    from kskill.agents.observations import Observations
+
     names = ncu_metric_names()
     if not rows:
         return {}, {n: "ncu report held no kernel rows" for n in names}, {}
     row = max(rows, key=lambda r: _number(r.get("gpu__time_duration.sum")) or 0.0)
-    obs: dict[str, Any] = {}
-    for name, raw in ncu_vocabulary().items():
-        values = _values(row, raw)
-        if not values or name in STALL_METRICS.values() or name == "occupancy_limiter":
-            continue
-        if name in SUMMED or name == "shared_bank_conflicts" and not _values(row, raw[:1]):
-            value = sum(values)
-        elif name in LARGEST:
-            value = max(values)
-        else:
-            value = values[0]
-        obs[name] = int(value) if name in INTEGER_METRICS else value
-    limits = {k: _number(row.get(raw)) for k, raw in OCCUPANCY_LIMITS.items()}
-    if all(v is not None for v in limits.values()):
-        full = obs.get("theoretical_occupancy_pct", 0.0) >= 99.9
-        obs["occupancy_limiter"] = "none" if full else min(limits, key=lambda k: limits[k])
-    shares = _stall_shares(row)
-    for reason, name in STALL_METRICS.items():
-        if reason in shares:
-            obs[name] = shares[reason]
-    obs.update(_derived(obs))
+    obs: dict[str, Any] = dict(Observations.from_raw_ncu(row).values)
+    obs.update({k: v for k, v in _derived(obs).items() if k not in obs})
     unavailable = {n: "ncu did not report it for this kernel" for n in names if n not in obs}
     detail = {"profiled_kernel": row.get("Kernel Name", ""), "kernels": [
         {"name": r.get("Kernel Name", ""), "duration_ns": _number(r.get("gpu__time_duration.sum"))} for r in rows]}
@@ -198,9 +157,6 @@ def _derived(obs: dict[str, Any]) -> dict[str, Any]:
     if sm is not None and dram is not None:
         out["memory_bound"] = dram >= 60.0 and dram > sm
         out["compute_bound"] = sm >= 60.0 and sm > dram
-    stalls = [obs[k] for k in ("warp_stall_long_scoreboard_pct", "warp_stall_lg_throttle_pct") if k in obs]
-    if stalls:
-        out["memory_stall_share"] = sum(stalls) / 100.0
     waves = obs.get("waves_per_sm")
     if waves:
         out["wave_efficiency"] = waves / math.ceil(waves)
