@@ -51,7 +51,7 @@ PARAMS: dict[str, dict] = {
     "TECHNIQUE_GUARDS": {"obs": {}, "statuses": ["accepted"], "techniques": ["kernel_fusion"]},
     "LINEAGE_TECHNIQUES": {"parent": "att:none"},
     "CHILD_OUTCOMES": {"parent": "att:none"},
-    "RECORD_OUTCOME": {"bottleneck": "memory_bandwidth", "technique": "kernel_fusion", "gain": 1.2},
+    "RECORD_OUTCOME": {"bottleneck": "memory_bandwidth", "technique": "kernel_fusion", "gain": 1.2, "min_gain": 1.01},
     "WRITE_DECISION": {"id": "dec:conformance", "tier": "rule", "case": "c", "now": "t"},
     "WRITE_OBSERVATIONS": {"decision": "dec:conformance", "rows": [{"id": "obs:c", "props": {"metric": "m"}}]},
     "WRITE_MATCHED_BOTTLENECKS": {"decision": "dec:conformance", "rows": [{"bottleneck": "memory_bandwidth"}]},
