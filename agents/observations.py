@@ -96,9 +96,15 @@ class Observations:
         obs = cls()
         for name, value in _ncu_values(raw).items():
             obs.set(name, value)
+        branches = _number(raw.get(BRANCH_COUNT))
+        if obs.values.get("branch_efficiency_pct") == 0 and not branches:
+            # ncu prints 0 % uniform branch targets for a kernel that executes no branch at all:
+            # that is no divergence, not total divergence.
+            del obs.values["branch_efficiency_pct"]
+            obs.unavailable["branch_efficiency_pct"] = "the kernel executed no branch instructions"
         for metric in vocabulary().values():
             if metric.source == "ncu" and metric.id not in obs.values:
-                obs.unavailable[metric.id] = "not among the Nsight Compute metrics given"
+                obs.unavailable.setdefault(metric.id, "not among the Nsight Compute metrics given")
         return obs
 
     @classmethod
@@ -149,6 +155,8 @@ def _number(value: Any) -> float | None:
     except ValueError:
         return None
 
+
+BRANCH_COUNT = "smsp__sass_branch_targets.sum"  # collected beside the branch-efficiency ratio
 
 # Raw names that are parts of one quantity: summed when no name for the whole is present.
 _PARTS = {

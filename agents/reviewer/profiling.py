@@ -77,7 +77,8 @@ def torch_profile(forward: Callable[[], Any], *, cuda: bool, calls: int = 5) -> 
 
 NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "Occupancy",
                 "LaunchStats", "WarpStateStats", "SourceCounters", "ComputeWorkloadAnalysis")
-NCU_EXTRA_METRICS = ("dram__bytes.sum", "gpu__time_duration.sum", "lts__t_sector_hit_rate.pct")
+NCU_EXTRA_METRICS = ("dram__bytes.sum", "gpu__time_duration.sum", "lts__t_sector_hit_rate.pct",
+                     "smsp__sass_branch_targets.sum")
 NCU_DERIVED = ("memory_bound", "compute_bound", "memory_stall_share", "wave_efficiency")
 
 

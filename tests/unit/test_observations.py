@@ -280,3 +280,12 @@ def test_softmax_and_conv_bn_select_their_recipes():
     matched, conv = _plan(_cpu_observations("conv_bn_relu"))
     assert "nchw_convolution_layout" in matched and "channels_last" in conv
     assert "fused_normalization" in conv and "batchnorm_folding" not in conv  # training-mode BatchNorm
+
+
+def test_zero_branch_efficiency_without_branches_is_not_divergence():
+    raw = {"smsp__sass_average_branch_targets_threads_uniform.pct": "0", "smsp__sass_branch_targets.sum": "0"}
+    obs = Observations.from_raw_ncu(raw)
+    assert "branch_efficiency_pct" not in obs.values
+    assert obs.unavailable["branch_efficiency_pct"] == "the kernel executed no branch instructions"
+    raw["smsp__sass_branch_targets.sum"] = "4096"
+    assert Observations.from_raw_ncu(raw).values["branch_efficiency_pct"] == 0
