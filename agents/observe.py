@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from kskill.agents.errors import AgentError
-from kskill.agents.features import candidate_features, reference_features
+from kskill.agents.candidate_features import candidate_features
+from kskill.agents.features import reference_features
 from kskill.agents.observations import Observations, vocabulary
 from kskill.agents.reviewer.profiling import ncu_observations, parse_ncu_csv
 

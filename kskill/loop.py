@@ -24,7 +24,8 @@ from typing import Any
 from kskill.agents.brains.base import (
     Brain, BrainError, BrainUnavailable, BudgetExhausted, Draft, NoUsableCode, OptimizeTask, Usage)
 from kskill.agents.diagnoser import Diagnoser, Diagnosis
-from kskill.agents.features import candidate_features, reference_features
+from kskill.agents.candidate_features import candidate_features
+from kskill.agents.features import reference_features
 from kskill.agents.generator import Generator, reference_candidate
 from kskill.agents.observations import Observations
 from kskill.agents.optimizer import Optimizer

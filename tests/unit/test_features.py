@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kskill.agents.features import Features, candidate_features, op_family, reference_features
+from kskill.agents.candidate_features import candidate_features
+from kskill.agents.features import Features, op_family, reference_features
 from kskill.agents.observations import vocabulary
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "fixtures" / "problems"

@@ -242,7 +242,8 @@ def _plan(params: dict) -> tuple[set[str], set[str]]:
 def _cpu_observations(problem: str, atol: float = 1e-4, rtol: float = 1e-4, gpu=None) -> dict:
     from pathlib import Path
 
-    from kskill.agents.features import candidate_features, reference_features
+    from kskill.agents.candidate_features import candidate_features
+    from kskill.agents.features import reference_features
 
     source = (Path(__file__).resolve().parents[1] / "fixtures" / "problems" / f"{problem}.py").read_text()
     seed = candidate_features(source.replace("class Model(", "class ModelNew("))  # the reference as the seed
