@@ -259,8 +259,14 @@ class EmbeddedStore(GraphStore):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[GraphStore]:
-        """Writes are buffered and sent as one MULTI/EXEC block: readers never see half of them,
-        and the append-only file records the block whole or not at all."""
+        """Writes are buffered, each is planned with GRAPH.EXPLAIN (a malformed statement stops the
+        block before any of it runs), then all go as one MULTI/EXEC block: readers never see half
+        of them and the append-only file records the block whole or not at all.
+
+        Two differences from a Neo4j transaction: reads inside the block do not see its buffered
+        writes, and FalkorDB cannot roll back, so a statement that fails while running (after
+        planning succeeded) leaves the earlier ones of the block applied.
+        """
         if self._pending is not None:
             yield self
             return
