@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +81,3 @@ def open_store(uri: str, home: Path, *, user: str = "neo4j", password: str = "",
         store.close()
         raise
     return store
-
-
-@contextlib.contextmanager
-def no_transaction(store: GraphStore) -> Iterator[GraphStore]:
-    """For engines whose single queries are already atomic: yield the store itself."""
-    yield store
