@@ -83,10 +83,11 @@ def start(store: GraphStore, settings: Settings, problem_path: Path, config: Loo
     folder = Path(out_dir) if out_dir else settings.home / "runs" / run_id
     if folder.exists() and any(folder.iterdir()):
         raise RunError(f"the output directory {folder} is not empty; name a new one with --out")
+    deps = build_deps(store, settings, config, **deps_options)  # a misconfigured brain fails before any file
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem_path, folder / "problem.py")  # resume reads it from here
     state = RunState(run_id, Problem(problem.name, problem.source, problem.path), config, folder.resolve())
-    return run_loop(state, build_deps(store, settings, config, **deps_options))
+    return run_loop(state, deps)
 
 
 def resume(store: GraphStore, settings: Settings, run_id: str, iterations: int | None = None,
