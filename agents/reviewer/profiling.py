@@ -16,10 +16,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from importlib import resources
 from typing import Any
-
-import yaml
 
 # --- torch.profiler (worker side) ---------------------------------------------------------
 
@@ -85,8 +82,9 @@ NCU_DERIVED = ("memory_bound", "compute_bound", "memory_stall_share", "wave_effi
 @functools.lru_cache(maxsize=1)
 def ncu_vocabulary() -> dict[str, tuple[str, ...]]:
     """Vocabulary name -> raw ncu names, for every metric with source ncu in metrics.yaml."""
-    text = (resources.files("kskill.graph_schema") / "skills" / "metrics.yaml").read_text(encoding="utf-8")
-    return {m["id"]: tuple(m.get("ncu_names") or ()) for m in yaml.safe_load(text) if m.get("source") == "ncu"}
+    from kskill.agents.observations import vocabulary
+
+    return {m.id: tuple(m.ncu_names) for m in vocabulary().values() if m.source == "ncu"}
 
 
 def ncu_metric_names() -> tuple[str, ...]:
