@@ -52,10 +52,6 @@ class Diagnosis:
     def remedy_techniques(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(t for m in self.patterns for t in m.remedied_by))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"failure_class": self.failure_class, "message": self.message,
-                "patterns": [m.__dict__ | {"remedied_by": list(m.remedied_by)} for m in self.patterns]}
-
 
 def normalise(message: str) -> str:
     text = message.strip()

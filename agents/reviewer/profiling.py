@@ -13,7 +13,6 @@ import csv
 import functools
 import io
 import math
-import re
 import time
 from collections.abc import Callable
 from typing import Any
