@@ -66,14 +66,13 @@ def cli(ctx: click.Context, verbose: int, graph_uri: str | None) -> None:
 def main() -> None:
     verbose = any(arg.startswith("-v") or arg == "--verbose" for arg in sys.argv[1:3])
     try:
-        cli.main(standalone_mode=False)
+        # Outside standalone mode click returns, rather than raises, the code of a command's Exit.
+        code = cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except KskillError as exc:
         if verbose:
@@ -83,3 +82,4 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from kskill.agents.reviewer import Review, ReviewOptions, review as run_review
@@ -33,8 +31,7 @@ def review(problem: str, candidate: str, trials: int, atol: float | None, rtol: 
     result = run_review(problem, candidate, options)
     click.echo(result.to_json() if as_json else summary(result))
     if not result.passed:
-        # SystemExit, not click's Exit: the root group runs in standalone_mode=False and would drop the code.
-        sys.exit(1)
+        raise click.exceptions.Exit(1)
 
 
 def summary(result: Review) -> str:
