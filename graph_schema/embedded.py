@@ -117,9 +117,6 @@ class EmbeddedServer:
             "pid": _read_pid(self.pid_path),
         }
 
-    def client(self) -> redis.Redis:
-        return self._client(timeout=None)
-
     # -- internals -----------------------------------------------------------------------
 
     def _client(self, timeout: float | None) -> redis.Redis:

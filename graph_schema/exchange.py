@@ -91,10 +91,10 @@ def import_graph(store: GraphStore, path: Path) -> int:
             continue
         if not text.endswith(";"):
             raise GraphError(f"{path}:{number}: a statement must end with ';' on its line")
-        statements.append((number, text[:-1]))
+        statements.append(text[:-1])
     try:
         with store.transaction() as tx:
-            for _, text in statements:
+            for text in statements:
                 tx.write(text)
     except GraphError as exc:
         raise GraphError(f"{path}: nothing imported: {exc} (statements are counted without comments)") from exc

@@ -87,15 +87,14 @@ def _conditions(graph: nx.MultiDiGraph) -> list[Finding]:
                                     f"{data.get('text')} can never hold for a {metric.get('type')} metric"))
     for node, data in graph.nodes(data=True):
         if data["label"] == "Bottleneck":
-            sets = [("signature", _out(graph, node, "DETECTED_BY"))]
+            what, conds = "signature", _out(graph, node, "DETECTED_BY")
         elif data["label"] == "Technique":
-            sets = [("preconditions", _out(graph, node, "REQUIRES"))]
+            what, conds = "preconditions", _out(graph, node, "REQUIRES")
         else:
             continue
-        for what, conds in sets:
-            clash = _contradiction([graph.nodes[c] for c in conds])
-            if clash:
-                findings.append(Finding("error", f"contradictory {what}", node[1], clash))
+        clash = _contradiction([graph.nodes[c] for c in conds])
+        if clash:
+            findings.append(Finding("error", f"contradictory {what}", node[1], clash))
         if data["label"] == "Technique":
             required = [graph.nodes[c] for c in _out(graph, node, "REQUIRES")]
             for c in _out(graph, node, "FORBIDDEN_WHEN"):

@@ -23,7 +23,7 @@ from typing import Any
 
 from kskill.agents.brains.base import (
     Brain, BrainError, BrainUnavailable, BudgetExhausted, Draft, NoUsableCode, OptimizeTask, Usage)
-from kskill.agents.diagnoser import Diagnoser, Diagnosis
+from kskill.agents.diagnoser import Diagnoser, Diagnosis, normalise
 from kskill.agents.candidate_features import candidate_features
 from kskill.agents.features import reference_features
 from kskill.agents.generator import Generator, reference_candidate
@@ -153,7 +153,7 @@ class Submit(Node):
             n=state.next_n(), kind=self.kind, code_hash=code_hash, source=self.draft.source,
             techniques=self.draft.techniques, params=self.draft.params, parent=self.parent,
             technique=self.plan.selected if self.plan else None, bottleneck=self.plan.bottleneck if self.plan else None,
-            decision=self.plan.id if self.plan else None, usage=_last_usage(ctx))
+            decision=self.plan.id if self.plan else None, usage=ctx.state.last_usage)
         state.attempts[record.n] = record
         save_candidate(state, record)
         _write(ctx, record)
@@ -376,10 +376,6 @@ def _diff(after: Usage, before: Usage) -> Usage:
                  after.cost_usd - before.cost_usd, after.calls - before.calls, after.cached - before.cached)
 
 
-def _last_usage(ctx: Ctx) -> Usage:
-    return ctx.state.last_usage
-
-
 def _no_code(ctx: Ctx, exc: NoUsableCode, kind: str, parent: int, plan: Plan | None = None) -> Node:
     """A reply without usable code is an attempt of its own (failed, class no_code): the tabu sees it."""
     state = ctx.state
@@ -388,7 +384,7 @@ def _no_code(ctx: Ctx, exc: NoUsableCode, kind: str, parent: int, plan: Plan | N
         record = AttemptRecord(n=state.next_n(), kind=kind, code_hash=code_hash, source="", parent=parent,
                                technique=plan.selected if plan else None, bottleneck=plan.bottleneck if plan else None,
                                decision=plan.id if plan else None, status="no_code", correct=False, failure=str(exc),
-                               usage=_last_usage(ctx))
+                               usage=ctx.state.last_usage)
         state.attempts[record.n] = record
         folder = state.attempt_dir(record.n)
         folder.mkdir(parents=True, exist_ok=True)
@@ -399,8 +395,6 @@ def _no_code(ctx: Ctx, exc: NoUsableCode, kind: str, parent: int, plan: Plan | N
 
 
 def _signature(record: AttemptRecord) -> tuple[str, str]:
-    from kskill.agents.diagnoser import normalise
-
     return record.status, normalise(record.failure)
 
 

@@ -14,12 +14,17 @@ from typing import Any
 from kskill.agents.diagnoser import Diagnosis
 from kskill.graph_schema import trajectory_queries as q
 from kskill.graph_schema.migrations import now_iso
-from kskill.graph_schema.model import Attempt, Failure, Run, stable_id
+from kskill.graph_schema.model import Attempt, Failure, Node, Run, stable_id
 from kskill.graph_schema.store import GraphStore
 
 
 def attempt_id(run_id: str, code_hash: str) -> str:
     return stable_id("att", run_id, code_hash)
+
+
+def _settable(node: Node) -> dict[str, Any]:
+    """The node's properties a write sets: the id is matched on and created_at is the store's."""
+    return {k: v for k, v in node.properties().items() if k not in ("id", "created_at")}
 
 
 class Trajectory:
@@ -31,16 +36,14 @@ class Trajectory:
     # -- writes ------------------------------------------------------------------------------
 
     def write_run(self, run: Run) -> None:
-        props = {k: v for k, v in run.properties().items() if k not in ("id", "created_at")}
-        self.store.write(q.WRITE_RUN, {"id": run.id, "props": {**props, "origin": "run"}, "now": now_iso()})
+        self.store.write(q.WRITE_RUN, {"id": run.id, "props": {**_settable(run), "origin": "run"}, "now": now_iso()})
 
     def write_attempt(self, attempt: Attempt, parent_id: str | None = None, technique: str | None = None,
                       decision_id: str | None = None) -> None:
         """The attempt with its run, parent, added technique and decision, in one transaction."""
-        props = {k: v for k, v in attempt.properties().items() if k not in ("id", "created_at")}
         with self.store.transaction() as tx:
-            tx.write(q.WRITE_ATTEMPT, {"run": attempt.run_id, "id": attempt.id, "props": {**props, "origin": "run"},
-                                       "now": now_iso()})
+            tx.write(q.WRITE_ATTEMPT, {"run": attempt.run_id, "id": attempt.id,
+                                       "props": {**_settable(attempt), "origin": "run"}, "now": now_iso()})
             if parent_id:
                 tx.write(q.LINK_DERIVED_FROM, {"child": attempt.id, "parent": parent_id})
             if technique:
@@ -51,9 +54,9 @@ class Trajectory:
     def write_failure(self, attempt: str, diagnosis: Diagnosis) -> str:
         failure = Failure(id=stable_id("fail", attempt, diagnosis.failure_class), origin="run",
                           failure_class=diagnosis.failure_class, message=diagnosis.message[:2000] or "(no message)")
-        props = {k: v for k, v in failure.properties().items() if k not in ("id", "created_at")}
         with self.store.transaction() as tx:
-            tx.write(q.WRITE_FAILURE, {"attempt": attempt, "id": failure.id, "props": props, "now": now_iso()})
+            tx.write(q.WRITE_FAILURE, {"attempt": attempt, "id": failure.id, "props": _settable(failure),
+                                       "now": now_iso()})
             tx.write(q.LINK_FAILURE_PATTERNS, {"failure": failure.id, "patterns": [m.id for m in diagnosis.patterns]})
         return failure.id
 
