@@ -11,6 +11,14 @@ from __future__ import annotations
 
 from .queries import _label, _rel
 
+_SKILLS = ("Bottleneck", "Technique")
+
+
+def _by_ids(labels: tuple[str, ...], tail: str) -> str:
+    """`tail` run on the nodes of `labels` whose id is in $ids, one UNION branch per label so each
+    lookup uses that label's id index (a label-less `{id: ...}` match scans every node)."""
+    return " UNION ".join(f"UNWIND $ids AS id MATCH (n:{_label(label)} {{id: id}}) {tail}" for label in labels)
+
 SKILL_NODES = (
     "MATCH (n) WHERE (n:Bottleneck OR n:Technique) AND (n.status IS NULL OR n.status <> 'rejected') "
     "RETURN labels(n)[0] AS kind, n.id AS id, n.name AS name, n.description AS description ORDER BY id"
@@ -19,7 +27,8 @@ METRIC_NAMES = "MATCH (m:Metric) RETURN m.id AS id, m.type AS type ORDER BY id"
 
 SOURCE_BY_URI = "MATCH (s:Source {uri: $uri}) RETURN s.id AS id, s.content_hash AS content_hash"
 SOURCE_EVIDENCE_IDS = "MATCH (e:Evidence)-[:FROM]->(s:Source {id: $source}) RETURN e.id AS id"
-EXISTING_IDS = "UNWIND $ids AS id MATCH (n {id: id}) RETURN DISTINCT n.id AS id"
+# The labels ingest creates nodes of: proposed skills and new conditions.
+EXISTING_IDS = _by_ids((*_SKILLS, "Condition"), "RETURN n.id AS id")
 
 
 def create_nodes(label: str) -> str:
@@ -91,14 +100,9 @@ LIST_PROPOSED_EDGES = (
     "RETURN type(r) AS rel, a.id AS start, coalesce(b.name, b.text, b.id) AS end_name, b.id AS end, "
     "r.confidence AS confidence, size(coalesce(r.evidence, [])) AS evidence ORDER BY start, rel, end"
 )
-NODES_WITH_STATUS = (
-    "UNWIND $ids AS id MATCH (n {id: id}) WHERE (n:Bottleneck OR n:Technique) AND n.status = $status "
-    "RETURN n.id AS id"
-)
-SET_NODE_STATUS = (
-    "UNWIND $ids AS id MATCH (n {id: id}) WHERE (n:Bottleneck OR n:Technique) AND n.status = 'proposed' "
-    "SET n.status = $status, n.reviewed_at = $now RETURN n.id AS id"
-)
+NODES_WITH_STATUS = _by_ids(_SKILLS, "WHERE n.status = $status RETURN n.id AS id")
+SET_NODE_STATUS = _by_ids(_SKILLS, "WHERE n.status = 'proposed' SET n.status = $status, n.reviewed_at = $now "
+                                   "RETURN n.id AS id")
 # An edge ingest proposed becomes accepted with its nodes: once no end of it is still proposed.
 ACCEPT_SETTLED_EDGES = (
     "MATCH (a)-[r]->(b) WHERE r.status = 'proposed' AND (a.id IN $ids OR b.id IN $ids) "
