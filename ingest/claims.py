@@ -14,7 +14,6 @@ from typing import Literal
 from kskill.graph_schema.model import Condition
 
 Relation = Literal["ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "GAIN"]
-RELATIONS: tuple[str, ...] = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "GAIN")
 SkillKind = Literal["Bottleneck", "Technique"]
 
 

@@ -40,12 +40,6 @@ GAIN_TEXT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(x|×|%)?")
 MAX_PRIORITY = 100
 
 
-@dataclass(frozen=True)
-class NoteSkill:
-    ref: EntityRef
-    location: str
-
-
 def is_note(doc: Document) -> bool:
     """True for Markdown in the notes format (front matter `kskill: note`, or both fixed headings)."""
     if doc.kind != "markdown":

@@ -128,8 +128,6 @@ BINARY: dict[str, str] = {
     "rsub": "({b} - {a})",
 }
 
-FLOAT_DTYPES = ("torch.float32", "torch.float16", "torch.bfloat16")
-
 
 def data_operands(node: Node) -> list[Any]:
     """The operands a pointwise op computes on (tensors or constants), in order."""
