@@ -18,6 +18,11 @@ from kskill.agents.errors import ProblemError
 PROBLEM_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 
+def code_hash(source: str) -> str:
+    """The short content hash that keys problems and candidates (and so Attempts)."""
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Problem:
     """A validated problem: its source text and where it came from."""
@@ -28,7 +33,7 @@ class Problem:
 
     @property
     def source_hash(self) -> str:
-        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+        return code_hash(self.source)
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ class Candidate:
 
     @property
     def source_hash(self) -> str:
-        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+        return code_hash(self.source)
 
 
 def _read_text(path_or_source: str | Path, what: str) -> tuple[str, Path | None]:

@@ -23,13 +23,14 @@ from typing import Any
 
 from kskill.agents.brains.base import (
     Brain, BrainError, BrainUnavailable, BudgetExhausted, Draft, NoUsableCode, OptimizeTask, Usage)
-from kskill.agents.diagnoser import Diagnoser, Diagnosis, normalise
 from kskill.agents.candidate_features import candidate_features
+from kskill.agents.diagnoser import Diagnoser, Diagnosis, normalise
 from kskill.agents.features import reference_features
 from kskill.agents.generator import Generator, reference_candidate
 from kskill.agents.observations import Observations
 from kskill.agents.optimizer import Optimizer
 from kskill.agents.planner import Plan, Planner
+from kskill.agents.problem import code_hash
 from kskill.agents.recipes import RecipeNotApplicable
 from kskill.agents.repairer import Repairer
 from kskill.agents.reviewer import Review
@@ -145,12 +146,12 @@ class Submit(Node):
 
     def run(self, ctx: Ctx) -> Node:
         state = ctx.state
-        code_hash = _hash(self.draft.source)
-        same = state.by_hash(code_hash)
+        digest = code_hash(self.draft.source)
+        same = state.by_hash(digest)
         if same is not None:
             return EndBranch(f"the {self.kind} gave the same code as attempt {same.n}")
         record = AttemptRecord(
-            n=state.next_n(), kind=self.kind, code_hash=code_hash, source=self.draft.source,
+            n=state.next_n(), kind=self.kind, code_hash=digest, source=self.draft.source,
             techniques=self.draft.techniques, params=self.draft.params, parent=self.parent,
             technique=self.plan.selected if self.plan else None, bottleneck=self.plan.bottleneck if self.plan else None,
             decision=self.plan.id if self.plan else None, usage=ctx.state.last_usage)
@@ -327,11 +328,6 @@ def run_loop(state: RunState, deps: Deps, start: Node | None = None) -> RunState
 
 # --- helpers the nodes share -----------------------------------------------------------------
 
-def _hash(source: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(source.encode()).hexdigest()[:16]
-
 
 def _write(ctx: Ctx, record: AttemptRecord) -> None:
     state = ctx.state
@@ -379,9 +375,9 @@ def _diff(after: Usage, before: Usage) -> Usage:
 def _no_code(ctx: Ctx, exc: NoUsableCode, kind: str, parent: int, plan: Plan | None = None) -> Node:
     """A reply without usable code is an attempt of its own (failed, class no_code): the tabu sees it."""
     state = ctx.state
-    code_hash = _hash(exc.reply or str(exc))
-    if state.by_hash(code_hash) is None:
-        record = AttemptRecord(n=state.next_n(), kind=kind, code_hash=code_hash, source="", parent=parent,
+    digest = code_hash(exc.reply or str(exc))
+    if state.by_hash(digest) is None:
+        record = AttemptRecord(n=state.next_n(), kind=kind, code_hash=digest, source="", parent=parent,
                                technique=plan.selected if plan else None, bottleneck=plan.bottleneck if plan else None,
                                decision=plan.id if plan else None, status="no_code", correct=False, failure=str(exc),
                                usage=ctx.state.last_usage)
@@ -446,7 +442,7 @@ def _capability(ctx: Ctx, parent: AttemptRecord) -> Callable[[str], tuple[bool, 
             draft = brain.optimize(task)
         except (RecipeNotApplicable, BrainError) as exc:
             return False, str(exc)
-        same = state.by_hash(_hash(draft.source))
+        same = state.by_hash(code_hash(draft.source))
         if same is not None:
             return False, f"gives the same code as attempt {same.n}"
         return True, ""
