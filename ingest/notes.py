@@ -17,7 +17,6 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
