@@ -175,8 +175,11 @@ _LIMITS = {"launch__occupancy_limit_registers": "registers", "launch__occupancy_
 
 
 def _stall_shares(raw: Mapping[str, float]) -> dict[str, float]:
-    """Per-reason stall values as percent of the cycles between issues (or of all stalls)."""
-    shares: dict[str, float] = {}
+    """Per-reason stall values as percent of the cycles between issues (or of all stalls).
+
+    Only the first counter family present is used: the sampled (pcsamp) counters measure the
+    same stalls again, and summing both families would count each stall twice.
+    """
     for prefix in _STALL_PREFIXES:
         suffix = "_per_issue_active.ratio" if "average" in prefix else ""
         reasons = {k[len(prefix):len(k) - len(suffix)]: v for k, v in raw.items()
@@ -185,9 +188,8 @@ def _stall_shares(raw: Mapping[str, float]) -> dict[str, float]:
         total = raw.get("smsp__average_warps_active_per_issue_active.ratio") if "average" in prefix else None
         total = total or sum(reasons.values())
         if reasons and total > 0:
-            for reason, value in reasons.items():
-                shares.setdefault(prefix + reason + suffix, 100.0 * value / total)
-    return shares
+            return {prefix + reason + suffix: 100.0 * value / total for reason, value in reasons.items()}
+    return {}
 
 
 def _ncu_values(raw_in: Mapping[str, Any]) -> dict[str, Scalar]:

@@ -290,3 +290,18 @@ def test_zero_branch_efficiency_without_branches_is_not_divergence():
     assert obs.unavailable["branch_efficiency_pct"] == "the kernel executed no branch instructions"
     raw["smsp__sass_branch_targets.sum"] = "4096"
     assert Observations.from_raw_ncu(raw).values["branch_efficiency_pct"] == 0
+
+
+def test_sampled_stall_counters_do_not_count_the_same_stalls_twice():
+    # ncu's WarpStateStats and SourceCounters sections report the same stalls twice: as
+    # per-issue averages and as PC samples. The memory stall share is a fraction of one of them.
+    sampled = {"smsp__pcsamp_warps_issue_stalled_long_scoreboard": "700",
+               "smsp__pcsamp_warps_issue_stalled_lg_throttle": "100",
+               "smsp__pcsamp_warps_issue_stalled_barrier": "200"}
+    obs = Observations.from_raw_ncu({**RAW_NCU, **sampled})
+    assert obs.values["warp_stall_long_scoreboard_pct"] == pytest.approx(40.0)  # the per-issue family first
+    merged = Observations.merge(profile=obs, features=GEMM, problem={"dtype": "float32"}, gpu=H100)
+    assert merged.values["memory_stall_share"] == pytest.approx(0.45)
+    only_sampled = Observations.from_raw_ncu(
+        {k: v for k, v in {**RAW_NCU, **sampled}.items() if "average_warps" not in k})
+    assert only_sampled.values["warp_stall_long_scoreboard_pct"] == pytest.approx(70.0)  # 700 of 1000 samples
