@@ -170,6 +170,7 @@ class Attempt(Node):
     status: str
     runtime_ms: float | None = None
     speedup: float | None = None
+    confirmed_speedup: float | None = None  # re-timed against the reference at the end of the run
     correct: bool | None = None
     params: str = ""  # JSON text of the recipe parameters
 

@@ -45,12 +45,14 @@ LINK_FAILURE_PATTERNS = (
 
 RUN_BY_ID = "MATCH (r:Run {id: $id}) RETURN properties(r) AS props"
 
+# A run's best speedup is its end-of-run re-timing's when it had one: only re-timed candidates compete then.
 LIST_RUNS = (
     "MATCH (r:Run) OPTIONAL MATCH (r)-[:HAS_ATTEMPT]->(a:Attempt) "
     "WITH r, count(a) AS attempts, "
-    "max(CASE WHEN a.correct = true AND a.kind <> 'reference' THEN a.speedup END) AS best_speedup "
+    "max(CASE WHEN a.correct = true AND a.kind <> 'reference' THEN a.speedup END) AS reviewed, "
+    "max(CASE WHEN a.kind <> 'reference' THEN a.confirmed_speedup END) AS confirmed "
     "RETURN r.id AS id, r.problem AS problem, r.status AS status, r.started_at AS started_at, "
-    "r.finished_at AS finished_at, attempts, best_speedup "
+    "r.finished_at AS finished_at, attempts, coalesce(confirmed, reviewed) AS best_speedup "
     "ORDER BY started_at DESC, id LIMIT $limit"
 )
 

@@ -70,6 +70,7 @@ class Deps:
     brain: Brain
     review: ReviewFn
     on_progress: Callable[[Progress], None] = lambda p: None
+    confirm: ReviewFn | None = None  # a timing-only review for the re-timing at the end; None skips it
 
 
 @dataclass
@@ -294,6 +295,7 @@ class Finish(Node):
         state = ctx.state
         state.stop_reason = self.reason
         ctx.progress(f"stop: {self.reason}")
+        _confirm(ctx)
         state.learned = _learn(ctx)
         write_artifacts(state)
         _write_run(ctx, "finished")
@@ -333,7 +335,8 @@ def _write(ctx: Ctx, record: AttemptRecord) -> None:
     state = ctx.state
     attempt = Attempt(id=state.id_of(record.n), origin="run", run_id=state.run_id, n=record.n, kind=record.kind,
                       code_hash=record.code_hash, status=record.status, runtime_ms=record.runtime_ms,
-                      speedup=record.speedup, correct=record.correct, params=record.graph_params())
+                      speedup=record.speedup, confirmed_speedup=record.confirmed_speedup, correct=record.correct,
+                      params=record.graph_params())
     parent = state.id_of(record.parent) if record.parent is not None else None
     ctx.deps.trajectory.write_attempt(attempt, parent, record.technique, record.decision)
 
@@ -463,6 +466,24 @@ def _review_summary(record: AttemptRecord) -> str:
     lines.append("measured: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                           for k, v in list(measured.items())[:30]))
     return "\n".join(lines)
+
+
+def _confirm(ctx: Ctx) -> None:
+    """Re-time the fastest candidates against the reference, one fresh review each, and keep those
+    figures: a speedup measured once can ride on one slow stretch of the reference (a launch-bound
+    reference's time follows the host's load), and the returned model should not be chosen by it."""
+    state = ctx.state
+    if ctx.deps.confirm is None or state.config.confirm == 0:
+        return
+    fastest = [a for a in state.verified() if a.kind != "reference" and a.representative][:state.config.confirm]
+    for a in fastest:
+        ctx.progress(f"confirm attempt {a.n}: time it against the reference again")
+        review = ctx.deps.confirm(state.problem, a.source)
+        timed = review.passed and review.timing is not None and review.timing.representative
+        a.confirmed_speedup = review.timing.speedup if timed else 0.0
+        _write(ctx, a)
+        if not timed:
+            log.warning("attempt %d failed its confirmation review: %s", a.n, review.failure_message or "not timed")
 
 
 def _learn(ctx: Ctx) -> str:

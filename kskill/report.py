@@ -25,7 +25,9 @@ def summary(state: RunState) -> dict[str, Any]:
         "run": state.run_id, "problem": state.problem.name, "out_dir": str(state.out_dir),
         "stop_reason": state.stop_reason, "attempts": len(state.attempts) - 1, "reviewed": state.reviewed,
         "beats_reference": best.kind != "reference", "best_attempt": best.n, "best_kind": best.kind,
-        "best_speedup": best.speedup, "best_techniques": list(best.techniques),
+        "best_speedup": best.final_speedup if best.kind != "reference" else 1.0,
+        "best_techniques": list(best.techniques),
+        "confirmed": {a.n: a.confirmed_speedup for a in state.attempts.values() if a.confirmed_speedup is not None},
         "fastest_verified": None if fastest is None else {"attempt": fastest.n, "speedup": fastest.speedup},
         "timings_representative": bool(timed) and all(timed), "model_new": str(state.out_dir / MODEL_FILE),
         "report": str(state.out_dir / "report.md"), "usage": asdict(state.total_usage), "learned": state.learned,
@@ -37,8 +39,9 @@ def verdict(state: RunState) -> str:
     """One sentence: what the run returns and why."""
     best = state.best()
     if best.kind != "reference":
-        return (f"attempt {best.n} ({', '.join(best.techniques) or best.kind}) is {best.speedup:.3f}x the reference"
-                f"{'' if best.representative else ' (timings not representative: no GPU)'}")
+        how = (f" (re-timed at the end; {best.speedup:.3f}x in its review)" if best.confirmed_speedup is not None
+               else "" if best.representative else " (timings not representative: no GPU)")
+        return f"attempt {best.n} ({', '.join(best.techniques) or best.kind}) is {best.final_speedup:.3f}x the reference{how}"
     fastest = next((a for a in state.verified() if a.kind != "reference"), None)
     seen = f"; the fastest verified candidate, attempt {fastest.n}, reached {fastest.speedup:.3f}x" if fastest else ""
     return f"no candidate beat the reference{seen}: {MODEL_FILE} is the reference itself"
@@ -47,7 +50,8 @@ def verdict(state: RunState) -> str:
 def trajectory_row(state: RunState, n: int) -> dict[str, Any]:
     a = state.attempts[n]
     return {"n": a.n, "kind": a.kind, "parent": a.parent, "technique": a.technique, "bottleneck": a.bottleneck,
-            "status": a.status, "speedup": a.speedup, "runtime_ms": a.runtime_ms, "code_hash": a.code_hash,
+            "status": a.status, "speedup": a.speedup, "confirmed_speedup": a.confirmed_speedup,
+            "runtime_ms": a.runtime_ms, "code_hash": a.code_hash,
             "failure": a.failure[:200], "tokens": a.usage.tokens}
 
 
@@ -105,15 +109,16 @@ def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str
         f"- LLM usage: {usage.tokens} tokens in {usage.calls} call(s) ({usage.cached} cached), ${usage.cost_usd:.4f}",
         f"- skill base: {state.learned}", "",
         "## Trajectory", "",
-        "| # | kind | parent | technique | bottleneck | status | speedup | runtime ms | code |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| # | kind | parent | technique | bottleneck | status | speedup | re-timed | runtime ms | code |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in data["trajectory"]:
         speedup = f"{row['speedup']:.3f}x" if row["speedup"] is not None else "-"
+        confirmed = f"{row['confirmed_speedup']:.3f}x" if row["confirmed_speedup"] is not None else "-"
         runtime = f"{row['runtime_ms']:.4f}" if row["runtime_ms"] is not None else "-"
         parent = "-" if row["parent"] is None else str(row["parent"])
         lines.append(f"| {row['n']} | {row['kind']} | {parent} | {row['technique'] or '-'} | "
-                     f"{row['bottleneck'] or '-'} | {row['status']} | {speedup} | {runtime} | `{row['code_hash']}` |")
+                     f"{row['bottleneck'] or '-'} | {row['status']} | {speedup} | {confirmed} | {runtime} | `{row['code_hash']}` |")
     failures = [r for r in data["trajectory"] if r["failure"]]
     if failures:
         lines += ["", "## Failures", ""]

@@ -52,6 +52,8 @@ class LoopConfig(BaseModel):
     learn: Literal["auto", "always", "never"] = "auto"
     max_tokens: int = Field(400_000, ge=1)
     max_cost_usd: float | None = None
+    confirm: int = Field(2, ge=0, description="fastest candidates re-timed against the reference at the end "
+                                               "(GPU timings only); the fastest in that re-timing is returned")
 
 
 @dataclass
@@ -73,6 +75,7 @@ class AttemptRecord:
     speedup: float | None = None
     runtime_ms: float | None = None
     representative: bool | None = None
+    confirmed_speedup: float | None = None  # re-timed at the end of the run (0.0: the re-review failed)
     failure: str = ""
     review: Review | None = None
     usage: Usage = Usage()  # what the brain spent writing this candidate
@@ -80,6 +83,11 @@ class AttemptRecord:
     @property
     def verified(self) -> bool:
         return self.status == "verified"
+
+    @property
+    def final_speedup(self) -> float:
+        """The confirmation's speedup when the attempt was re-timed, its review's otherwise."""
+        return self.confirmed_speedup if self.confirmed_speedup is not None else (self.speedup or 0.0)
 
     def draft(self) -> Draft:
         return Draft(source=self.source, techniques=self.techniques, params=self.params)
@@ -140,9 +148,12 @@ class RunState:
         return candidates or [self.attempts[0]]
 
     def best(self) -> AttemptRecord:
-        """The candidate to return: the fastest verified one that beats the reference, else the reference."""
-        for a in self.verified():
-            if a.kind != "reference" and (a.speedup or 0.0) >= self.config.min_gain:
+        """The candidate to return: the fastest verified one that beats the reference, else the reference.
+        Once candidates were re-timed at the end, only they compete, by their confirmed speedups."""
+        confirmed = sorted((a for a in self.attempts.values() if a.confirmed_speedup is not None),
+                           key=lambda a: (-a.final_speedup, a.n))
+        for a in confirmed or self.verified():
+            if a.kind != "reference" and a.final_speedup >= self.config.min_gain:
                 return a
         return self.attempts[0]
 
@@ -225,7 +236,8 @@ def load_state(trajectory: Trajectory, run_id: str) -> RunState:
             techniques=tuple(row["params"].get("techniques", [])), params=row["params"].get("params", {}),
             parent=row["parent"], technique=(row["applied"] or [None])[0], bottleneck=row["bottleneck"],
             decision=row["decision"], status=a["status"], correct=a.get("correct"), speedup=a.get("speedup"),
-            runtime_ms=a.get("runtime_ms"), failure=row["failure_message"] or "",
+            runtime_ms=a.get("runtime_ms"), confirmed_speedup=a.get("confirmed_speedup"),
+            failure=row["failure_message"] or "",
             usage=Usage(**row["params"].get("usage", {})))
         state.attempts[record.n] = record
         _load_files(state, record)

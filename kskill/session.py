@@ -66,12 +66,14 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
 
     options = ReviewOptions(trials=config.trials, device=config.device, timeout_s=config.review_timeout_s,
                             atol=config.atol, rtol=config.rtol, cpu_timing_reps=config.cpu_timing_reps)
+    timing_only = options.model_copy(update={"trials": 1, "profile": False})
     return Deps(
         trajectory=Trajectory(store),
         planner=Planner(store, fallback=techniques if retriever else None),
         generator=Generator(brain), optimizer=Optimizer(brain, store),
         diagnoser=Diagnoser(store, search=patterns if retriever else None), repairer=Repairer(brain),
         brain=brain, review=review_fn or (lambda problem, source: review(problem, source, options)),
+        confirm=review_fn or (lambda problem, source: review(problem, source, timing_only)),
         on_progress=on_progress)
 
 
