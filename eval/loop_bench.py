@@ -50,7 +50,7 @@ def run_example(name: str, args: argparse.Namespace, env: dict[str, str]) -> dic
     return {"example": name, "speedup": result["best_speedup"], "techniques": result["best_techniques"],
             "reviewed": result["reviewed"], "stop_reason": result["stop_reason"],
             "beats_reference": result["beats_reference"], "wall_s": wall_s,
-            "trajectory": [(t["n"], t["kind"], t["technique"], t["status"], t["speedup"])
+            "trajectory": [(t["n"], t["kind"], t["technique"], t["status"], t["speedup"], t["confirmed_speedup"])
                            for t in result["trajectory"]]}
 
 
