@@ -43,12 +43,15 @@ def _show(progress: Progress) -> None:
 @click.option("--max-tokens", type=click.IntRange(min=1), default=400_000, show_default=True,
               help="LLM token budget of the run.")
 @click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="LLM cost budget in USD.")
+@click.option("--confirm", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Fastest candidates timed against the reference again at the end (GPU timings only; "
+                   "0: off). The returned model is the fastest of that re-timing.")
 @json_option
 @pass_app
 def optimize(app: App, problem: Path | None, iterations: int | None, brain: str | None, out_dir: Path | None,
              resume_id: str | None, time_limit: float, trials: int, device: str, atol: float | None,
              rtol: float | None, patience: int, retrieval: str, learn: str, max_tokens: int,
-             max_cost: float | None, as_json: bool) -> None:
+             max_cost: float | None, confirm: int, as_json: bool) -> None:
     """Make PROBLEM (defines Model, get_inputs, get_init_inputs) faster: seed, review, plan from the
     skill graph, optimize, repair, until a budget or an early stop. Writes model_new.py and report.md."""
     if (problem is None) == (resume_id is None):
@@ -60,7 +63,7 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
         config = LoopConfig(
             brain=brain or app.settings.brain, iterations=iterations or 15, time_limit_s=time_limit, trials=trials,
             device=device, atol=atol, rtol=rtol, patience=patience, retrieval=retrieval, learn=learn,
-            max_tokens=max_tokens, max_cost_usd=max_cost)
+            max_tokens=max_tokens, max_cost_usd=max_cost, confirm=confirm)
         state = start(store, app.settings, problem, config, out_dir, on_progress=_show)
     if as_json:
         emit_json(summary(state))
