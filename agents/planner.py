@@ -57,6 +57,16 @@ class RankedTechnique:
 
 
 @dataclass(frozen=True)
+class Guard:
+    """The condition that blocks a technique, with its verdict as the query found it."""
+
+    forbidden: bool  # a FORBIDDEN_WHEN condition that holds; else a REQUIRES that does not
+    metric: str
+    text: str
+    held: bool | None  # None: the metric was not observed, or could not be compared
+
+
+@dataclass(frozen=True)
 class Rejection:
     technique: str
     reason: str
@@ -89,27 +99,29 @@ class Planner:
         self.store = store
         self.statuses = list(statuses)
         self.fallback = fallback
+        # condition id -> (metric, text). A Condition's id is a hash of its metric, operator and
+        # operand (model.Condition.of), so what an id names never changes and the cache never goes stale.
+        self._conditions: dict[str, tuple[str, str]] = {}
 
     def plan(self, observations: Mapping[str, Any], parent: str | None = None,
              capability: Capability | None = None, description: str = "") -> Plan:
         obs = {k: v for k, v in sorted(observations.items()) if _usable(v)}
         params = {"obs": obs, "statuses": self.statuses}
-        bottlenecks = [_bottleneck(r) for r in self.store.run(q.BOTTLENECK_SIGNATURES, params)]
+        bottlenecks = self._signatures(params)
         matched = [b.id for b in bottlenecks if b.matched]
-        rows = self.store.run(q.CANDIDATE_TECHNIQUES, {**params, "bottlenecks": matched}) if matched else []
+        guards = self._blocking(q.BLOCKING_GUARDS, {**params, "bottlenecks": matched}) if matched else {}
+        edges = self.store.run(q.CANDIDATE_EDGES, {"statuses": self.statuses, "bottlenecks": matched,
+                                                   "blocked": sorted(guards)}) if matched else []
         memory = _ShortTermMemory(self.store, parent)
         if capability is not None:
             capability = functools.cache(capability)  # one verdict per technique, however many edges
-        ranked, rejected = _screen(rows, memory, obs, capability)
+        ranked, rejected = _screen(edges, guards, memory, obs, capability)
         tier = "rule"
         if not ranked and self.fallback is not None:
             tier = "fallback"
             proposed = [t for t in self.fallback(description or _describe(obs), 5)
                         if t not in {r.technique for r in rejected}]
-            guard_rows = self.store.run(q.TECHNIQUE_GUARDS, {**params, "techniques": proposed}) if proposed else []
-            order = {t: i for i, t in enumerate(proposed)}
-            guard_rows.sort(key=lambda r: order[r["technique"]])
-            ranked, more = _screen(guard_rows, memory, obs, capability, by_rank=False)
+            ranked, more = self._screen_proposed(proposed, params, memory, obs, capability)
             rejected += more
         selected = ranked[0] if ranked else None
         rejected += [Rejection(r.technique, f"outranked by {selected.technique}") for r in ranked[1:]]
@@ -129,9 +141,47 @@ class Planner:
             bottlenecks=bottlenecks,
             observations=obs,
             unavailable=sorted({c.metric for b in bottlenecks for c in b.checks if c.metric not in obs}
-                               | {r["missing"]["metric"] for r in rows
-                                  if r["missing"] and r["missing"]["metric"] not in obs}),
+                               | {g.metric for g in guards.values() if not g.forbidden and g.metric not in obs}),
         )
+
+    def _signatures(self, params: dict[str, Any]) -> list[BottleneckMatch]:
+        """Every bottleneck with the verdict of each signature condition, as the query found them."""
+        rows = self.store.run(q.BOTTLENECK_SIGNATURES, params)
+        row = rows[0]  # one row, with empty lists on a base without bottlenecks
+        holding, unobserved, matched = set(row["holding"]), set(row["unobserved"]), set(row["matched"])
+        texts = self._condition_texts({c for _, _, conditions in row["bottlenecks"] for c in conditions})
+        return [
+            BottleneckMatch(id=bid, name=name, matched=bid in matched, checks=[
+                ConditionCheck(c, *texts[c], True if c in holding else None if c in unobserved else False)
+                for c in sorted(set(conditions))])
+            for bid, name, conditions in sorted(row["bottlenecks"], key=lambda b: b[0])
+        ]
+
+    def _condition_texts(self, ids: set[str]) -> dict[str, tuple[str, str]]:
+        unknown = sorted(ids - self._conditions.keys())
+        if unknown:
+            for row in self.store.run(q.CONDITION_TEXTS, {"ids": unknown}):
+                self._conditions[row["id"]] = (row["metric"], row["text"])
+        return self._conditions
+
+    def _blocking(self, query: str, params: dict[str, Any]) -> dict[str, Guard]:
+        """Technique id -> the first guard that blocks it, as the query chose it."""
+        return {row["technique"]: Guard(row["forbidden"], row["metric"], row["text"], row["held"])
+                for row in sorted(self.store.run(query, params), key=lambda r: r["technique"])}
+
+    def _screen_proposed(self, proposed: list[str], params: dict[str, Any], memory: _ShortTermMemory,
+                         obs: Mapping[str, Scalar], capability: Capability | None
+                         ) -> tuple[list[RankedTechnique], list[Rejection]]:
+        """The fallback tier: the retrieval's proposals in its order, through the same guards and memory."""
+        if not proposed:
+            return [], []
+        named = {**params, "techniques": proposed}
+        known = {r["technique"] for r in self.store.run(q.NAMED_TECHNIQUES, named)}
+        guards = self._blocking(q.NAMED_BLOCKING_GUARDS, named)
+        # No edge: an untried prior, 1.0 * (0 + 1) / (0 + 2).
+        edges = [{"technique": t, "bottleneck": None, "priority": None, "expected_gain": None, "prior": 0.5}
+                 for t in proposed if t in known and t not in guards]
+        return _screen(edges, guards, memory, obs, capability, by_rank=False)
 
     def record(self, plan: Plan) -> str:
         """Write the Decision subgraph; return the Decision id."""
@@ -166,11 +216,14 @@ class _ShortTermMemory:
 
     def __init__(self, store: GraphStore, parent: str | None):
         self.applied: dict[str, int] = {}
+        self.conflicts: dict[str, set[str]] = {}  # technique -> the applied techniques it conflicts with
         self.tabu: dict[str, str] = {}
         if parent is None:
             return
         for row in store.run(q.LINEAGE_TECHNIQUES, {"parent": parent}):
             self.applied.setdefault(row["technique"], row["n"])
+            for other in row["conflicts"]:
+                self.conflicts.setdefault(other, set()).add(row["technique"])
         for row in store.run(q.CHILD_OUTCOMES, {"parent": parent}):
             why = _no_gain(row)
             if why:
@@ -188,51 +241,48 @@ def _no_gain(row: dict[str, Any]) -> str:
     return ""
 
 
-def _screen(rows: list[dict[str, Any]], memory: _ShortTermMemory, obs: Mapping[str, Scalar],
-            capability: Capability | None, by_rank: bool = True) -> tuple[list[RankedTechnique], list[Rejection]]:
-    """Split candidate rows into eligible (ranked) and rejected, each with a reason."""
-    best: dict[str, RankedTechnique] = {}
-    rejected: list[Rejection] = []
-    for row in rows:
-        tid = row["technique"]
-        reason = _guard_reason(row, obs) or _memory_reason(tid, row["conflicts"], memory)
+def _screen(edges: list[dict[str, Any]], guards: Mapping[str, Guard], memory: _ShortTermMemory,
+            obs: Mapping[str, Scalar], capability: Capability | None, by_rank: bool = True
+            ) -> tuple[list[RankedTechnique], list[Rejection]]:
+    """Rank the techniques no guard blocked, by their best edge, unless memory or the brain rejects them."""
+    rejected = [Rejection(tid, _guard_reason(guard, obs)) for tid, guard in guards.items()]
+    by_technique: dict[str, list[dict[str, Any]]] = {}
+    for edge in edges:
+        by_technique.setdefault(edge["technique"], []).append(edge)
+    ranked = []
+    for tid, rows in by_technique.items():
+        reason = _memory_reason(tid, memory)
         if not reason and capability is not None:
             ok, why = capability(tid)
             reason = "" if ok else f"the brain cannot apply it here: {why}"
         if reason:
             rejected.append(Rejection(tid, reason))
-            continue
-        trials, successes = row.get("trials", 0), row.get("successes", 0)
-        candidate = RankedTechnique(
-            technique=tid, bottleneck=row.get("bottleneck"), priority=int(row.get("priority") or 0),
-            expected_gain=float(row.get("expected_gain") or 1.0),
-            prior=round(float(row.get("mean_gain", 1.0)) * (successes + 1) / (trials + 2), 6))
-        if tid not in best or _rank_key(candidate) < _rank_key(best[tid]):
-            best[tid] = candidate
-    ranked = list(best.values())
+        else:
+            ranked.append(min((_ranked(row) for row in rows), key=lambda r: (_rank_key(r), r.bottleneck or "")))
     if by_rank:
         ranked.sort(key=_rank_key)
-    rejected = [r for r in rejected if r.technique not in best]
     return ranked, rejected
+
+
+def _ranked(edge: dict[str, Any]) -> RankedTechnique:
+    return RankedTechnique(technique=edge["technique"], bottleneck=edge["bottleneck"],
+                           priority=int(edge["priority"] or 0), expected_gain=float(edge["expected_gain"] or 1.0),
+                           prior=round(float(edge["prior"]), 6))
 
 
 def _rank_key(t: RankedTechnique) -> tuple:
     return (-t.priority, -t.expected_gain, -t.prior, t.technique)
 
 
-def _guard_reason(row: dict[str, Any], obs: Mapping[str, Scalar]) -> str:
+def _guard_reason(guard: Guard, obs: Mapping[str, Scalar]) -> str:
     """Why the query found the technique blocked: a precondition unmet or unobserved, or an exclusion."""
-    check = row["missing"]
-    if check is not None:
-        metric = check["metric"]
-        if check["held"] is not None:
-            return f"requires {check['text']}: not met"
-        if metric not in obs:
-            return f"requires {check['text']}: {metric} was not observed"
-        return f"requires {check['text']}: the observed {metric}={obs[metric]!r} cannot be compared"
-    if row["forbidding"] is not None:
-        return f"forbidden when {row['forbidding']['text']}: it holds"
-    return ""
+    if guard.forbidden:
+        return f"forbidden when {guard.text}: it holds"
+    if guard.held is not None:
+        return f"requires {guard.text}: not met"
+    if guard.metric not in obs:
+        return f"requires {guard.text}: {guard.metric} was not observed"
+    return f"requires {guard.text}: the observed {guard.metric}={obs[guard.metric]!r} cannot be compared"
 
 
 def _usable(value: Any) -> bool:
@@ -242,12 +292,12 @@ def _usable(value: Any) -> bool:
     return isinstance(value, (str, int, bool))
 
 
-def _memory_reason(tid: str, conflicts: list[str], memory: _ShortTermMemory) -> str:
+def _memory_reason(tid: str, memory: _ShortTermMemory) -> str:
     if tid in memory.applied:
         return f"already applied in this lineage (attempt {memory.applied[tid]})"
     if tid in memory.tabu:
         return memory.tabu[tid]
-    clash = sorted(set(conflicts) & set(memory.applied))
+    clash = sorted(memory.conflicts.get(tid, ()))
     if clash:
         return f"conflicts with {clash[0]}, applied in this lineage (attempt {memory.applied[clash[0]]})"
     return ""
@@ -258,12 +308,6 @@ def _one_reason_each(rejected: list[Rejection]) -> list[Rejection]:
     for r in rejected:
         seen.setdefault(r.technique, r)
     return list(seen.values())
-
-
-def _bottleneck(row: dict[str, Any]) -> BottleneckMatch:
-    checks = sorted((ConditionCheck(c["id"], c["metric"], c["text"], c["held"]) for c in row["checks"]),
-                    key=lambda c: c.id)
-    return BottleneckMatch(id=row["id"], name=row["name"], matched=bool(row["matched"]), checks=checks)
 
 
 def _case(selected: RankedTechnique | None, tier: str, bottlenecks: list[BottleneckMatch],

@@ -47,8 +47,11 @@ PARAMS: dict[str, dict] = {
     "CHECK_ATTEMPTS_WITHOUT_RUN": {},
     # planner_queries
     "BOTTLENECK_SIGNATURES": {"obs": {"dram_throughput_pct": 90.0}, "statuses": ["accepted"]},
-    "CANDIDATE_TECHNIQUES": {"obs": {}, "statuses": ["accepted"], "bottlenecks": ["memory_bandwidth"]},
-    "TECHNIQUE_GUARDS": {"obs": {}, "statuses": ["accepted"], "techniques": ["kernel_fusion"]},
+    "CONDITION_TEXTS": {"ids": ["cond:none"]},
+    "BLOCKING_GUARDS": {"obs": {}, "statuses": ["accepted"], "bottlenecks": ["memory_bandwidth"]},
+    "NAMED_BLOCKING_GUARDS": {"obs": {}, "statuses": ["accepted"], "techniques": ["kernel_fusion"]},
+    "CANDIDATE_EDGES": {"statuses": ["accepted"], "bottlenecks": ["memory_bandwidth"], "blocked": ["cuda_graph"]},
+    "NAMED_TECHNIQUES": {"statuses": ["accepted"], "techniques": ["kernel_fusion", "nowhere"]},
     "LINEAGE_TECHNIQUES": {"parent": "att:none"},
     "CHILD_OUTCOMES": {"parent": "att:none"},
     "RECORD_OUTCOME": {"bottleneck": "memory_bandwidth", "technique": "kernel_fusion", "gain": 1.2, "min_gain": 1.01},

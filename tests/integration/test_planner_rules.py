@@ -420,3 +420,24 @@ def test_an_observed_metric_that_cannot_be_compared_is_not_called_unobserved(sto
                                 "memory_bound": True})
     assert "waves_per_sm" not in plan.unavailable
     assert "was not observed" not in reasons(plan)["autotune_launch"]
+
+
+def test_the_first_blocking_guard_is_an_unmet_requirement_then_the_lowest_condition(empty_store: GraphStore):
+    unmet = [("y", ">", 10), ("y", ">", 20), ("z", "is_true")]
+    _skills(empty_store, {"slow": [("x", ">", 1)]},
+            {"t": {"requires": unmet, "forbidden": [("x", ">", 2)]}, "u": {"forbidden": [("x", ">", 2)]}},
+            [("slow", "t", {"priority": 9}), ("slow", "u", {"priority": 1})])
+    first = min((Condition.of(*c) for c in unmet), key=lambda c: c.id)
+    plan = Planner(empty_store).plan({"x": 3, "y": 5})
+    why = "z was not observed" if first.metric == "z" else "not met"
+    assert reasons(plan)["t"] == f"requires {first.text}: {why}", "never the forbidden one, though it holds too"
+    assert reasons(plan)["u"] == "forbidden when x > 2: it holds" and plan.selected is None
+
+
+def test_a_guard_on_a_proposed_edge_blocks_only_when_proposed_claims_are_admitted(empty_store: GraphStore):
+    _skills(empty_store, {"slow": [("x", ">", 1)]}, {"t": {"forbidden": [("x", ">", 2)]}},
+            [("slow", "t", {"priority": 5})])
+    empty_store.write("MATCH (:Technique {id: 't'})-[f:FORBIDDEN_WHEN]->() SET f.status = 'proposed'")
+    assert Planner(empty_store).plan({"x": 3}).selected == "t"
+    widened = Planner(empty_store, statuses=("accepted", "proposed")).plan({"x": 3})
+    assert widened.selected is None and reasons(widened) == {"t": "forbidden when x > 2: it holds"}
