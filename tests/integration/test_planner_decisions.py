@@ -173,6 +173,14 @@ CASES = [
          "online_softmax", "memory_bandwidth",
          "corpus:liger-optimization-strategies.md 2: memory-bound kernels gain only from moving fewer bytes; "
          "online softmax makes one pass per row"),
+    Case("softmax_2048x4096_fp32_compute_bound",
+         "softmax(dim=-1) over 2048x4096 fp32, one eager kernel; ncu on an H200: SM 65.6%, DRAM 33.7%",
+         obs(TORCH, TIGHT_FP32, HOPPER, compute_bound(65.6, 33.7, 33.7), has_softmax=True, reduction_like_op_count=1,
+             reduction_length=4096, max_pointwise_chain=0, code_launches_per_forward=1,
+             kernel_launches_per_forward=1, has_contraction=False, transcendental_op_count=1),
+         "online_softmax", "compute_limited",
+         "corpus:liger-optimization-strategies.md 3 (compute-bound, 'NCU compute throughput > 60%'), 3.1: "
+         "'naive softmax vs online softmax'; TF32 and vendor libraries do not apply without a contraction"),
     Case("layernorm_gelu_8192x4096_bf16",
          "LayerNorm(4096) then GELU on 8192x4096 bf16, eager: 2 kernels, memory bound",
          obs(TORCH, BF16, HOPPER, memory_bound(31.0, 91.3, 90.1), has_normalization=True, has_pointwise=True,
