@@ -18,7 +18,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-Scalar = bool | int | float | str
+from kskill.graph_schema.model import Scalar
+
 
 # --- operator families --------------------------------------------------------------------------
 # Names are lower-case: nn.Module class names, torch / functional / method names, aten names.
@@ -138,7 +139,6 @@ class OpNode:
 class _Loaded:
     model: Any
     inputs: list[Any]
-    source_tree: ast.Module | None
 
 
 def _load_reference(source: str, device: str) -> _Loaded:
@@ -153,7 +153,7 @@ def _load_reference(source: str, device: str) -> _Loaded:
     with torch.device(device):
         model = namespace.Model(*namespace.get_init_inputs())
         inputs = list(namespace.get_inputs())
-    return _Loaded(model, inputs, None)
+    return _Loaded(model, inputs)
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:

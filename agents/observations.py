@@ -18,9 +18,8 @@ from typing import Any
 
 from kskill.agents.errors import AgentError
 from kskill.agents.gpus import GpuSpec, detect, ridge_bounds
-from kskill.graph_schema.model import Metric
+from kskill.graph_schema.model import Metric, Scalar
 
-Scalar = bool | int | float | str
 BOUND_PCT = 60.0  # "NCU memory throughput > 60% | Memory-bound" (liger optimization strategies)
 FLOATING = ("float32", "float16", "bfloat16", "float64")
 
@@ -280,6 +279,13 @@ def _derive_roofline(obs: Observations, spec: GpuSpec | None, gpu_why: str) -> N
     if "speedup" not in obs.values and obs.get("runtime_ms") and obs.get("reference_runtime_ms") is not None:
         obs.set("speedup", obs.values["reference_runtime_ms"] / obs.values["runtime_ms"],
                 "reference_runtime_ms / runtime_ms")
+
+
+def derive_from_counters(obs: Observations) -> None:
+    """The derived metrics Nsight Compute counters alone settle (boundness, wave efficiency, memory
+    stall share), by the rules `merge` applies: the Reviewer stores them with the counters."""
+    _derive_boundness(obs, None, False)
+    _derive_ratios(obs)
 
 
 def _derive_boundness(obs: Observations, spec: GpuSpec | None, tensor: bool) -> None:

@@ -22,10 +22,9 @@ from typing import Any
 
 from kskill.graph_schema import planner_queries as q
 from kskill.graph_schema.migrations import now_iso
-from kskill.graph_schema.model import stable_id
+from kskill.graph_schema.model import Scalar, stable_id
 from kskill.graph_schema.store import GraphStore
 
-Scalar = str | int | float | bool
 Capability = Callable[[str], tuple[bool, str]]  # technique id -> (can apply here, why not)
 Fallback = Callable[[str, int], list[str]]  # description, k -> technique ids, nearest first
 MIN_GAIN = 1.01  # a child that does not beat its parent by 1% gained nothing

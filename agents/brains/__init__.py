@@ -6,8 +6,16 @@ from kskill.agents.brains.base import (
     RepairTask, SeedTask, TrajectoryStep, Usage)
 from kskill.agents.brains.extract import extract_code
 from kskill.agents.brains.llm import LlmBrain, LlmBudget, RetryPolicy, open_client
-from kskill.agents.brains.recipes import RecipeBrain
 
 __all__ = ["Brain", "BrainError", "BrainUnavailable", "BudgetExhausted", "CannotRepair", "Draft", "LlmBrain",
            "LlmBudget", "NoUsableCode", "OptimizeTask", "RecipeBrain", "RepairTask", "RetryPolicy", "SeedTask",
            "TrajectoryStep", "Usage", "extract_code", "open_client"]
+
+
+def __getattr__(name: str):
+    # RecipeBrain imports torch; commands that only read runs (kskill runs, audit) should not pay for it.
+    if name == "RecipeBrain":
+        from kskill.agents.brains.recipes import RecipeBrain
+
+        return RecipeBrain
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import functools
 import io
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -141,31 +140,20 @@ def ncu_observations(rows: list[dict[str, str]]) -> tuple[dict, dict, dict]:
     The raw names map to the vocabulary through Observations.from_raw_ncu, the one mapping of
     Nsight Compute metrics in kskill (driven by the ncu_names of metrics.yaml).
     """
-    from kskill.agents.observations import Observations
+    from kskill.agents.observations import Observations, derive_from_counters
 
     names = ncu_metric_names()
     if not rows:
         return {}, {n: "ncu report held no kernel rows" for n in names}, {}
     row = max(rows, key=lambda r: _number(r.get("gpu__time_duration.sum")) or 0.0)
-    obs: dict[str, Any] = dict(Observations.from_raw_ncu(row).values)
-    obs.update({k: v for k, v in _derived(obs).items() if k not in obs})
+    measured = Observations.from_raw_ncu(row)
+    derive_from_counters(measured)
+    obs: dict[str, Any] = dict(measured.values)
     unavailable = {n: "ncu did not report it for this kernel" for n in names if n not in obs}
     detail = {"profiled_kernel": row.get("Kernel Name", ""), "kernels": [
         {"name": r.get("Kernel Name", ""), "duration_ns": _number(r.get("gpu__time_duration.sum"))} for r in rows]}
     return obs, unavailable, detail
 
-
-def _derived(obs: dict[str, Any]) -> dict[str, Any]:
-    """The derived metrics metrics.yaml defines from ncu observations alone."""
-    out: dict[str, Any] = {}
-    sm, dram = obs.get("sm_throughput_pct"), obs.get("dram_throughput_pct")
-    if sm is not None and dram is not None:
-        out["memory_bound"] = dram >= 60.0 and dram > sm
-        out["compute_bound"] = sm >= 60.0 and sm > dram
-    waves = obs.get("waves_per_sm")
-    if waves:
-        out["wave_efficiency"] = waves / math.ceil(waves)
-    return out
 
 
 def timing_observations(timing: dict[str, Any] | None, representative: bool) -> tuple[dict, dict]:

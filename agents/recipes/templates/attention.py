@@ -14,7 +14,7 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.unit import KernelUnit, arg_name, prepare
+from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
 
 KERNEL = '''@triton.jit
 def {name}_kernel(q_ptr, k_ptr, v_ptr, o_ptr, SCALE: tl.constexpr, M: tl.constexpr, N: tl.constexpr,
@@ -79,4 +79,4 @@ def attention_unit(name: str, region: Region, graph: Graph, params: dict[str, An
                       region.technique)
 
 
-__all__ = ["attention_unit", "prepare"]
+__all__ = ["attention_unit"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from kskill.agents.recipes.graph import Attr, Graph, Node, Ref, iter_refs
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.pointwise_ops import data_operands, lit, triton_expr
 
 NHWC = (0, 2, 3, 1)  # channels_last: the memory order of a 4-d NCHW tensor
@@ -166,15 +166,6 @@ def body_comment(body: Body) -> str:
 def indent(lines: list[str], spaces: int) -> str:
     pad = " " * spaces
     return "\n".join(pad + line if line else "" for line in lines)
-
-
-def refs_in(value: Any) -> list[str]:
-    return [r.name for r in iter_refs(value)]
-
-
-def pick_warps(block: int) -> int:
-    """Warps for a block of `block` elements: about 8-16 fp32 values per thread."""
-    return max(1, min(16, block // 256)) if block >= 256 else 1
 
 
 def next_pow2(n: int) -> int:

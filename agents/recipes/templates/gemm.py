@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kskill.agents.recipes.graph import Attr, Graph, Node, Ref, operand_code
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.templates.common import NHWC, Body, body_comment, emit_body, indent, numel, operand_key
-from kskill.agents.recipes.templates.pointwise import default_params
+from kskill.agents.recipes.templates.pointwise import body_shape, default_params
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
 
@@ -101,7 +101,7 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
     for op in ext:
         if op in (a, w):
             continue
-        src.append(f"    {arg_name(op)} = {prepare(op, graph, body.domain, nhwc, _shape_in(body, op, graph))}")
+        src.append(f"    {arg_name(op)} = {prepare(op, graph, body.domain, nhwc, body_shape(body, graph, op))}")
     for i, node in enumerate(outs):
         src.append(f"    out{i} = {alloc(tuple(node.shape), node.dtype, 'acc', nhwc)}")
     call = ["acc"] + [arg_name(op) for op in ext] + [f"out{i}" for i in range(len(outs))]
@@ -111,14 +111,6 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
     used = {"gemm_backend": "cublas", "BLOCK": p["BLOCK"], "num_warps": p["num_warps"]}
     return KernelUnit(name, kernel, "\n".join(src) + "\n", launcher_inputs, list(body.outputs), used,
                       "gemm_epilogue_fusion")
-
-
-def _shape_in(body: Body, operand: Any, graph: Graph) -> tuple[int, ...]:
-    for node in body.nodes:
-        for index, arg in enumerate(node.args):
-            if arg == operand and index in node.attrs.get("arg_shapes", {}):
-                return tuple(node.attrs["arg_shapes"][index])
-    return tuple(graph.shape_of(operand) or ())
 
 
 def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict[str, Any]) -> KernelUnit:
@@ -183,4 +175,4 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
                       "gemm_epilogue_fusion")
 
 
-__all__ = ["gemm_unit", "anchor_inputs", "operand_code"]
+__all__ = ["gemm_unit", "anchor_inputs"]

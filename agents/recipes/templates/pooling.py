@@ -8,7 +8,6 @@ is recomputed on the loads, so its output never goes through device memory.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from kskill.agents.recipes.graph import Graph
@@ -54,4 +53,4 @@ def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     return io.unit(name, kernel, launcher, {"BLOCK": block, "num_warps": warps})
 
 
-__all__ = ["pool_unit", "math"]
+__all__ = ["pool_unit"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from kskill.agents.recipes.graph import Attr, Graph, Ref
+from kskill.agents.recipes.graph import Graph, Ref
 from kskill.agents.recipes.templates.common import NHWC, TL_DTYPES, aligned, operand_key
 
 
@@ -65,6 +65,3 @@ def pointer_args(operands: list[Any]) -> dict[str, str]:
     """Kernel pointer argument names keyed by operand key."""
     return {operand_key(op): f"{arg_name(op)}_ptr" for op in operands}
 
-
-def is_tensor_operand(value: Any) -> bool:
-    return isinstance(value, (Ref, Attr))
