@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from kskill.graph_schema.model import Condition
+from kskill.graph_schema.model import Condition, ConditionOp
 
-from .claims import Claim, EntityRef, Span, merge_claims
+from .claims import Claim, EntityRef, Relation, SkillKind, Span, merge_claims
 from .errors import ExtractionError
 from .loaders import Document
 from .segment import Sentence, sentences
@@ -28,7 +28,7 @@ CHUNK_CHARS = 6000
 
 
 class EntityOut(BaseModel):
-    kind: Literal["Bottleneck", "Technique"]
+    kind: SkillKind
     id: str = Field(description="an id from the known list, or empty for a new entity")
     name: str
     description: str
@@ -36,13 +36,13 @@ class EntityOut(BaseModel):
 
 class ConditionOut(BaseModel):
     metric: str
-    op: Literal["<", "<=", ">", ">=", "==", "!=", "in", "is_true"]
+    op: ConditionOp
     value: str | float | bool | list[str] | None = None
 
 
 class ClaimOut(BaseModel):
     subject: EntityOut
-    relation: Literal["ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "GAIN"]
+    relation: Relation
     object: EntityOut | None = None
     condition: ConditionOut | None = None
     gain: float | None = None

@@ -74,7 +74,6 @@ MIN_CONFIDENCE = 0.5
 @dataclass(frozen=True)
 class RuleSettings:
     min_confidence: float = MIN_CONFIDENCE
-    use_headings: bool = True
 
 
 Finder = Callable[[str, str], "str | None"]  # (sentence, kind) -> id of the one node retrieval is sure of
@@ -93,13 +92,12 @@ class RuleExtractor:
 
     def extract(self, doc: Document) -> list[Claim]:
         self._titles = {}
-        claims = self._heading_claims(doc) if self.settings.use_headings else []
+        claims = self._heading_claims(doc)
         previous: tuple[str, list[Mention]] = ("", [])
         for sent in sentences(doc):
             section = doc.section_of(sent.start)
             found = self.lexicon.mentions(sent.text)
-            context = Context(self._chain(doc, sent.start) if self.settings.use_headings else [],
-                              previous[1] if previous[0] == section else [])
+            context = Context(self._chain(doc, sent.start), previous[1] if previous[0] == section else [])
             claims.extend(self._sentence_claims(doc, sent, found, context))
             previous = (section, found)
         kept = [c for c in claims if c.confidence >= self.settings.min_confidence]

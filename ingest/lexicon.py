@@ -123,10 +123,8 @@ class Lexicon:
     def __init__(self, nodes: Iterable[Mapping[str, str]], aliases: Mapping[str, tuple[str, ...]] = ALIASES):
         """`nodes`: rows with id, kind and name (rejected nodes should not be passed)."""
         self.entries: list[LexiconEntry] = []
-        self.kinds: dict[str, str] = {}
         for node in nodes:
             node_id, kind = node["id"], node["kind"]
-            self.kinds[node_id] = kind
             own = {_phrase(node_id.replace("_", " ")), _phrase(node.get("name") or "")} - {""}
             for phrase in own:
                 self.entries.append(LexiconEntry(node_id, kind, re.compile(rf"(?<![\w-]){phrase}(?![\w-])", re.I), True))

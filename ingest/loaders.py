@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import functools
 import hashlib
 import html
 import os
@@ -57,15 +58,16 @@ class Document:
     def page_of(self, offset: int) -> int:
         return bisect.bisect_right(self.page_starts, offset)
 
+    @functools.cached_property
+    def _section_starts(self) -> list[int]:
+        return [s.start for s in self.sections]  # sections are set when the document is loaded
+
     def section_of(self, offset: int) -> str:
-        starts = [s.start for s in self.sections]
-        i = bisect.bisect_right(starts, offset) - 1
-        return self.sections[i].title if i >= 0 else ""
+        return (self.section_chain(offset) or [""])[0]
 
     def section_chain(self, offset: int) -> list[str]:
         """Titles of the section holding `offset` and of its parents, innermost first."""
-        starts = [s.start for s in self.sections]
-        i = bisect.bisect_right(starts, offset) - 1
+        i = bisect.bisect_right(self._section_starts, offset) - 1
         chain: list[str] = []
         level = None
         while i >= 0:

@@ -64,15 +64,14 @@ def source_for(uri: str, title: str, kind: str, content_hash: str, citation: str
                   citation=citation, content_hash=content_hash)
 
 
-def plan_file(source: Source, resolved: list[tuple[Claim, Resolution, Resolution | None]],
-              descriptions: dict[str, tuple[str, str]] | None = None) -> FilePlan:
+def plan_file(source: Source, resolved: list[tuple[Claim, Resolution, Resolution | None]]) -> FilePlan:
     """The writes for one file. `resolved` pairs each claim with its resolved subject and object
-    (None for conditions and GAIN); `descriptions` gives new nodes' name and description by id."""
+    (None for conditions and GAIN)."""
     plan = FilePlan(source=source)
     plan.fresh.add(source)
     for claim, subject, obj in resolved:
         plan.claims.append(claim)
-        start = _skill_node(plan, subject, descriptions)
+        start = _skill_node(plan, subject)
         spans = (claim.evidence, *claim.extra_evidence)
         evidence = [_evidence(plan, source, span, claim.confidence) for span in spans]
         for ev in evidence:
@@ -82,7 +81,7 @@ def plan_file(source: Source, resolved: list[tuple[Claim, Resolution, Resolution
         if isinstance(claim.object, Condition):
             end = plan.new_nodes.setdefault(claim.object.id, claim.object)
         else:
-            end = _skill_node(plan, obj, descriptions)
+            end = _skill_node(plan, obj)
         for ev in evidence:
             plan.fresh.link("SUPPORTED_BY", end, ev)
         props = {"origin": ORIGIN, "status": "proposed", "confidence": claim.confidence, "extractor": claim.extractor}
@@ -96,7 +95,7 @@ def plan_file(source: Source, resolved: list[tuple[Claim, Resolution, Resolution
     return plan
 
 
-def _skill_node(plan: FilePlan, resolution: Resolution, descriptions: dict[str, tuple[str, str]] | None) -> Node:
+def _skill_node(plan: FilePlan, resolution: Resolution) -> Node:
     ref: EntityRef = resolution.ref
     model = SKILL_MODELS[ref.kind]
     if resolution.merged:
@@ -104,9 +103,8 @@ def _skill_node(plan: FilePlan, resolution: Resolution, descriptions: dict[str, 
         # A stand-in that carries label and id for linking; it is never written.
         return model(id=ref.id, name=ref.name or ref.id, description=ref.description or ref.id)
     if ref.id not in plan.new_nodes:
-        name, description = (descriptions or {}).get(ref.id, (ref.name, ref.description))
-        plan.new_nodes[ref.id] = model(id=ref.id, name=name or ref.name or ref.id,
-                                       description=description or f"Proposed from {plan.source.title}.",
+        plan.new_nodes[ref.id] = model(id=ref.id, name=ref.name or ref.id,
+                                       description=ref.description or f"Proposed from {plan.source.title}.",
                                        status="proposed")
     return plan.new_nodes[ref.id]
 

@@ -22,8 +22,8 @@ from kskill.graph_schema.store import GraphStore
 
 from .errors import QueryError
 
-SEARCHABLE_KINDS: tuple[str, ...] = ("Technique", "Bottleneck", "FailurePattern", "Evidence")
-SKILL_KINDS: tuple[str, ...] = ("Technique", "Bottleneck", "FailurePattern")
+SKILL_KINDS: tuple[str, ...] = tuple(retrieval_queries.TEXT_FIELDS)
+SEARCHABLE_KINDS: tuple[str, ...] = (*SKILL_KINDS, "Evidence")
 NAME_CHARS = 80
 
 
@@ -36,10 +36,6 @@ class SearchRecord:
     name: str
     text: str
     about: tuple[str, ...] = field(default=())  # for Evidence: ids of the nodes it supports
-
-    @property
-    def text_hash(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
 
 
 def check_kinds(kinds: Iterable[str] | None) -> tuple[str, ...]:
@@ -60,11 +56,8 @@ def record_from_row(kind: str, row: Mapping[str, Any]) -> SearchRecord:
         name = quote if len(quote) <= NAME_CHARS else quote[: NAME_CHARS - 3].rstrip() + "..."
         return SearchRecord(id=row["id"], kind=kind, name=name, text=quote,
                             about=tuple(sorted(row.get("about") or ())))
-    parts = [row.get("name"), row.get("description")]
-    if kind == "Technique":
-        parts.append(row.get("playbook"))
-    elif kind == "FailurePattern":
-        parts.append(row.get("remedy"))
+    parts = [row.get(f) for f in retrieval_queries.TEXT_FIELDS[kind]]
+    if kind == "FailurePattern":
         parts.extend(_readable_pattern(p) for p in row.get("patterns") or ())
     text = "\n".join(str(p).strip() for p in parts if p)
     return SearchRecord(id=row["id"], kind=kind, name=str(row.get("name") or row["id"]), text=text)
