@@ -13,6 +13,7 @@ from typing import Any
 from kskill.run_state import RunState
 
 MODEL_FILE = "model_new.py"
+REPORT_FILE = "report.md"
 PLOT_FILE = "speedup.png"
 
 
@@ -25,12 +26,11 @@ def summary(state: RunState) -> dict[str, Any]:
         "run": state.run_id, "problem": state.problem.name, "out_dir": str(state.out_dir),
         "stop_reason": state.stop_reason, "attempts": len(state.attempts) - 1, "reviewed": state.reviewed,
         "beats_reference": best.kind != "reference", "best_attempt": best.n, "best_kind": best.kind,
-        "best_speedup": best.final_speedup if best.kind != "reference" else 1.0,
-        "best_techniques": list(best.techniques),
+        "best_speedup": best.final_speedup, "best_techniques": list(best.techniques),
         "confirmed": {a.n: a.confirmed_speedup for a in state.attempts.values() if a.confirmed_speedup is not None},
         "fastest_verified": None if fastest is None else {"attempt": fastest.n, "speedup": fastest.speedup},
         "timings_representative": bool(timed) and all(timed), "model_new": str(state.out_dir / MODEL_FILE),
-        "report": str(state.out_dir / "report.md"), "usage": asdict(state.total_usage), "learned": state.learned,
+        "report": str(state.out_dir / REPORT_FILE), "usage": asdict(state.total_usage), "learned": state.learned,
         "trajectory": [trajectory_row(state, n) for n in sorted(state.attempts)],
     }
 
@@ -61,7 +61,7 @@ def write_artifacts(state: RunState) -> None:
     data = summary(state)
     (state.out_dir / "run.json").write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
     plotted = plot_speedups(state, state.out_dir / PLOT_FILE)
-    (state.out_dir / "report.md").write_text(report_markdown(state, data, plotted))
+    (state.out_dir / REPORT_FILE).write_text(report_markdown(state, data, plotted))
 
 
 def plot_speedups(state: RunState, path: Path) -> bool:

@@ -43,20 +43,21 @@ def make_brain(settings: Settings, config: LoopConfig) -> Brain:
                     budget=LlmBudget(max_tokens=config.max_tokens, max_cost_usd=config.max_cost_usd))
 
 
-def _retrieval(store: GraphStore, home: Path, via: str) -> Any:
+def _retrieval(store: GraphStore, settings: Settings, via: str) -> Any:
     """A Retriever for the Diagnoser and the Planner's fallback, or None when retrieval is off."""
     if via == "off":
         return None
     from kskill.retrieval import retriever_for
 
-    return retriever_for(store, home) if via == "hybrid" else retriever_for(store, home, embedder=None)
+    return retriever_for(store, settings.home, settings.embedding_model or None,
+                         **({} if via == "hybrid" else {"embedder": None}))
 
 
 def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
                on_progress: Callable[[Progress], None] = lambda p: None, brain: Brain | None = None,
                review_fn: Callable[[Problem, str], Review] | None = None) -> Deps:
     brain = brain or make_brain(settings, config)
-    retriever = _retrieval(store, settings.home, config.retrieval)
+    retriever = _retrieval(store, settings, config.retrieval)
 
     def patterns(text: str, k: int) -> list[tuple[str, float]]:
         return [(m.id, m.score) for m in retriever.search(text, ["FailurePattern"], k) if m.is_related]
@@ -88,7 +89,7 @@ def start(store: GraphStore, settings: Settings, problem_path: Path, config: Loo
     deps = build_deps(store, settings, config, **deps_options)  # a misconfigured brain fails before any file
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem_path, folder / "problem.py")  # resume reads it from here
-    state = RunState(run_id, Problem(problem.name, problem.source, problem.path), config, folder.resolve())
+    state = RunState(run_id, problem, config, folder.resolve())
     return run_loop(state, deps)
 
 

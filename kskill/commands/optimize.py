@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from kskill.app import App, emit_json, json_option, pass_app
-from kskill.loop import Progress
-from kskill.report import summary, verdict
+from kskill.report import MODEL_FILE, REPORT_FILE, summary, verdict
 from kskill.run_state import LoopConfig
-from kskill.session import resume, start
+
+if TYPE_CHECKING:
+    from kskill.loop import Progress
 
 
 def _show(progress: Progress) -> None:
@@ -56,6 +58,8 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
     skill graph, optimize, repair, until a budget or an early stop. Writes model_new.py and report.md."""
     if (problem is None) == (resume_id is None):
         raise click.UsageError("give a PROBLEM file or --resume RUN (not both)")
+    from kskill.session import resume, start  # the loop imports torch
+
     store = app.store()
     if resume_id:
         state = resume(store, app.settings, resume_id, iterations=iterations, on_progress=_show)
@@ -70,6 +74,6 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
         return
     click.echo(f"run {state.run_id}: {verdict(state)}")
     click.echo(f"  stopped: {state.stop_reason}")
-    click.echo(f"  model:   {state.out_dir / 'model_new.py'}")
-    click.echo(f"  report:  {state.out_dir / 'report.md'}")
+    click.echo(f"  model:   {state.out_dir / MODEL_FILE}")
+    click.echo(f"  report:  {state.out_dir / REPORT_FILE}")
     click.echo(f"  explain: kskill audit {state.run_id}")

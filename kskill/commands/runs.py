@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from kskill.app import App, emit_json, json_option, pass_app
+from kskill.report import REPORT_FILE
 from kskill.run_state import RunError
 from kskill.trajectory import Trajectory
 
@@ -58,7 +59,7 @@ def show_run(app: App, run_id: str, as_json: bool) -> None:
     click.echo(f"  started {run.get('started_at')}  finished {run.get('finished_at') or '-'}")
     click.echo(f"  stopped: {config.get('stop_reason') or '-'}")
     click.echo(f"  files:   {config.get('out_dir')}")
-    report = Path(config.get("out_dir", "")) / "report.md"
+    report = Path(config.get("out_dir", "")) / REPORT_FILE
     if report.is_file():
         click.echo(f"  report:  {report}")
     for r in attempts:
