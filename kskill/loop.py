@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from kskill.agents.brains.base import (
-    Brain, BrainError, BrainUnavailable, BudgetExhausted, Draft, NoUsableCode, OptimizeTask, Usage)
+    Brain, BrainError, BrainUnavailable, BudgetExhausted, Draft, NoUsableCode, OptimizeTask)
 from kskill.agents.candidate_features import candidate_features
 from kskill.agents.diagnoser import Diagnoser, Diagnosis, normalise
 from kskill.agents.features import reference_features
@@ -367,12 +367,7 @@ def _spent(ctx: Ctx, call: Callable[[], Draft]) -> Draft:
         raise CannotWrite(str(exc)) from exc
     finally:
         ctx.state.usage = ctx.deps.brain.used
-        ctx.state.last_usage = _diff(ctx.deps.brain.used, before)
-
-
-def _diff(after: Usage, before: Usage) -> Usage:
-    return Usage(after.prompt_tokens - before.prompt_tokens, after.completion_tokens - before.completion_tokens,
-                 after.cost_usd - before.cost_usd, after.calls - before.calls, after.cached - before.cached)
+        ctx.state.last_usage = ctx.deps.brain.used - before
 
 
 def _no_code(ctx: Ctx, exc: NoUsableCode, kind: str, parent: int, plan: Plan | None = None) -> Node:
@@ -475,7 +470,7 @@ def _confirm(ctx: Ctx) -> None:
     state = ctx.state
     if ctx.deps.confirm is None or state.config.confirm == 0:
         return
-    fastest = [a for a in state.verified() if a.kind != "reference" and a.representative][:state.config.confirm]
+    fastest = [a for a in state.candidates() if a.representative][:state.config.confirm]
     for a in fastest:
         ctx.progress(f"confirm attempt {a.n}: time it against the reference again")
         review = ctx.deps.confirm(state.problem, a.source)
@@ -489,11 +484,10 @@ def _confirm(ctx: Ctx) -> None:
 def _learn(ctx: Ctx) -> str:
     """Fold each planned technique's outcome into its ADDRESSED_BY edge; say what was learned or why not."""
     state = ctx.state
-    timed = [a.representative for a in state.attempts.values() if a.kind != "reference" and a.representative is not None]
     mode = state.config.learn
     if mode == "never":
         return "priors not updated (learn=never)"
-    if mode == "auto" and not (timed and all(timed)):
+    if mode == "auto" and not state.timings_representative:
         return "priors not updated: the timings are not representative (no GPU); use learn=always to override"
     count = 0
     for a in state.attempts.values():

@@ -20,8 +20,7 @@ PLOT_FILE = "speedup.png"
 def summary(state: RunState) -> dict[str, Any]:
     """The run's outcome as plain data (run.json and `--json`)."""
     best = state.best()
-    fastest = next((a for a in state.verified() if a.kind != "reference"), None)
-    timed = [a.representative for a in state.attempts.values() if a.representative is not None]
+    fastest = next(iter(state.candidates()), None)
     return {
         "run": state.run_id, "problem": state.problem.name, "out_dir": str(state.out_dir),
         "stop_reason": state.stop_reason, "attempts": len(state.attempts) - 1, "reviewed": state.reviewed,
@@ -29,7 +28,7 @@ def summary(state: RunState) -> dict[str, Any]:
         "best_speedup": best.final_speedup, "best_techniques": list(best.techniques),
         "confirmed": {a.n: a.confirmed_speedup for a in state.attempts.values() if a.confirmed_speedup is not None},
         "fastest_verified": None if fastest is None else {"attempt": fastest.n, "speedup": fastest.speedup},
-        "timings_representative": bool(timed) and all(timed), "model_new": str(state.out_dir / MODEL_FILE),
+        "timings_representative": state.timings_representative, "model_new": str(state.out_dir / MODEL_FILE),
         "report": str(state.out_dir / REPORT_FILE), "usage": asdict(state.total_usage), "learned": state.learned,
         "trajectory": [trajectory_row(state, n) for n in sorted(state.attempts)],
     }
@@ -42,7 +41,7 @@ def verdict(state: RunState) -> str:
         how = (f" (re-timed at the end; {best.speedup:.3f}x in its review)" if best.confirmed_speedup is not None
                else "" if best.representative else " (timings not representative: no GPU)")
         return f"attempt {best.n} ({', '.join(best.techniques) or best.kind}) is {best.final_speedup:.3f}x the reference{how}"
-    fastest = next((a for a in state.verified() if a.kind != "reference"), None)
+    fastest = next(iter(state.candidates()), None)
     seen = f"; the fastest verified candidate, attempt {fastest.n}, reached {fastest.speedup:.3f}x" if fastest else ""
     return f"no candidate beat the reference{seen}: {MODEL_FILE} is the reference itself"
 

@@ -141,11 +141,20 @@ class RunState:
         return sorted((a for a in self.attempts.values() if a.verified),
                       key=lambda a: (-(a.speedup or 0.0), a.kind == "reference", a.n))
 
+    def candidates(self) -> list[AttemptRecord]:
+        """Verified candidates other than the reference, fastest first."""
+        return [a for a in self.verified() if a.kind != "reference"]
+
+    @property
+    def timings_representative(self) -> bool:
+        """Whether every timed candidate was timed on a GPU (the reference is never timed on its own)."""
+        timed = [a.representative for a in self.attempts.values() if a.representative is not None]
+        return bool(timed) and all(timed)
+
     def parents(self) -> list[AttemptRecord]:
         """Where the Planner starts from, in order: verified candidates fastest first; the reference
         only when no candidate is verified (the seed is its faithful stand-in otherwise)."""
-        candidates = [a for a in self.verified() if a.kind != "reference"]
-        return candidates or [self.attempts[0]]
+        return self.candidates() or [self.attempts[0]]
 
     def best(self) -> AttemptRecord:
         """The candidate to return: the fastest verified one that beats the reference, else the reference.

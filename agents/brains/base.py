@@ -61,6 +61,10 @@ class Usage:
         return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
                      self.cost_usd + other.cost_usd, self.calls + other.calls, self.cached + other.cached)
 
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(self.prompt_tokens - other.prompt_tokens, self.completion_tokens - other.completion_tokens,
+                     self.cost_usd - other.cost_usd, self.calls - other.calls, self.cached - other.cached)
+
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens

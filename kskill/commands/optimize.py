@@ -14,6 +14,8 @@ from kskill.run_state import LoopConfig
 if TYPE_CHECKING:
     from kskill.loop import Progress
 
+DEFAULT = LoopConfig()  # the option defaults are the run settings' own
+
 
 def _show(progress: Progress) -> None:
     click.echo(f"[{progress.iteration:>2}/{progress.budget}] {progress.action:<72.72} "
@@ -23,29 +25,29 @@ def _show(progress: Progress) -> None:
 @click.command()
 @click.argument("problem", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
-              help="Candidates to review in all: seed, optimizations, repairs.  [default: 15]")
+              help=f"Candidates to review in all: seed, optimizations, repairs.  [default: {DEFAULT.iterations}]")
 @click.option("--brain", type=click.Choice(["recipes", "llm"]), default=None,
               help="Who writes code (default: the brain setting, 'recipes').")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run directory (default: KSKILL_HOME/runs/RUN).")
 @click.option("--resume", "resume_id", default=None, metavar="RUN", help="Continue an interrupted run.")
-@click.option("--time-limit", type=click.FloatRange(min=1), default=1800.0, show_default=True,
+@click.option("--time-limit", type=click.FloatRange(min=1), default=DEFAULT.time_limit_s, show_default=True,
               help="Wall-time budget in seconds.")
-@click.option("--trials", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--trials", type=click.IntRange(min=1), default=DEFAULT.trials, show_default=True,
               help="Correctness trials per candidate.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=DEFAULT.device, show_default=True)
 @click.option("--atol", type=click.FloatRange(min=0), default=None, help="Absolute tolerance (default per dtype).")
 @click.option("--rtol", type=click.FloatRange(min=0), default=None, help="Relative tolerance (default per dtype).")
-@click.option("--patience", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Stop after this many plans in a row gain less than 1%.")
-@click.option("--retrieval", type=click.Choice(["hybrid", "lexical", "off"]), default="hybrid", show_default=True,
+@click.option("--patience", type=click.IntRange(min=1), default=DEFAULT.patience, show_default=True,
+              help=f"Stop after this many plans in a row gain less than {100 * (DEFAULT.min_gain - 1):.0f}%.")
+@click.option("--retrieval", type=click.Choice(["hybrid", "lexical", "off"]), default=DEFAULT.retrieval, show_default=True,
               help="Ranking for failure-pattern lookup and the Planner's fallback.")
-@click.option("--learn", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+@click.option("--learn", type=click.Choice(["auto", "always", "never"]), default=DEFAULT.learn, show_default=True,
               help="Update the skill base's priors from the outcomes (auto: only from GPU timings).")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=400_000, show_default=True,
+@click.option("--max-tokens", type=click.IntRange(min=1), default=DEFAULT.max_tokens, show_default=True,
               help="LLM token budget of the run.")
 @click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="LLM cost budget in USD.")
-@click.option("--confirm", type=click.IntRange(min=0), default=2, show_default=True,
+@click.option("--confirm", type=click.IntRange(min=0), default=DEFAULT.confirm, show_default=True,
               help="Fastest candidates timed against the reference again at the end (GPU timings only; "
                    "0: off). The returned model is the fastest of that re-timing.")
 @json_option
@@ -65,7 +67,7 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
         state = resume(store, app.settings, resume_id, iterations=iterations, on_progress=_show)
     else:
         config = LoopConfig(
-            brain=brain or app.settings.brain, iterations=iterations or 15, time_limit_s=time_limit, trials=trials,
+            brain=brain or app.settings.brain, iterations=iterations or DEFAULT.iterations, time_limit_s=time_limit, trials=trials,
             device=device, atol=atol, rtol=rtol, patience=patience, retrieval=retrieval, learn=learn,
             max_tokens=max_tokens, max_cost_usd=max_cost, confirm=confirm)
         state = start(store, app.settings, problem, config, out_dir, on_progress=_show)
