@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
+from kskill.agents.recipes.pointwise_ops import is_identity_dropout
 from kskill.agents.recipes.regions import Region
 
 FLOATS = ("torch.float32", "torch.float16", "torch.bfloat16")
@@ -299,16 +300,11 @@ def graph_capture_blocker(graph: Graph) -> str | None:
     if not graph.inputs():
         return "the forward takes no tensor input"
     for node in graph.nodes:
-        if node.op in RANDOM_OR_SYNC and not (node.op == "dropout" and _identity_dropout(node)):
+        if node.op in RANDOM_OR_SYNC and not (node.op == "dropout" and is_identity_dropout(node)):
             return f"{node.name} ({node.op}) is random or synchronises with the host"
         if node.op == "input" and str(node.dtype) == "None":
             return f"input {node.name} is not a tensor"
     return None
-
-
-def _identity_dropout(node: Node) -> bool:
-    from kskill.agents.recipes.pointwise_ops import is_identity_dropout
-    return is_identity_dropout(node)
 
 
 TF32_UNIT_ROUNDOFF = 2.0 ** -11  # TF32 keeps 10 explicit mantissa bits

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
-from kskill.agents.recipes.pointwise_ops import BINARY, UNARY, data_operands, is_identity_dropout
+from kskill.agents.recipes.pointwise_ops import BINARY, UNARY, data_operands, is_identity_dropout, triton_expr
 from kskill.agents.recipes.templates.common import Body, aligned
 
 FLOAT = ("torch.float32", "torch.float16", "torch.bfloat16")
@@ -71,7 +71,6 @@ def is_pointwise(node: Node, graph: Graph) -> bool:
             return False
     if not tensor_seen:
         return False
-    from kskill.agents.recipes.pointwise_ops import triton_expr
     return triton_expr(node, ["x"] * len(operands), operands) is not None
 
 

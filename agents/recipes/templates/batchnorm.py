@@ -16,11 +16,9 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Attr, Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, split_chunk
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, alloc, arg_name, prepare
-
-SMS = 132
 
 
 def default_params(n: int, c: int, inner: int) -> dict[str, Any]:
@@ -45,7 +43,7 @@ def batch_norm_unit(name: str, region: Region, graph: Graph, params: dict[str, A
         if operand is not None:
             io.add(operand)
     per_channel = n * inner
-    chunk = -(-(-(-per_channel // p["SPLIT"])) // p["BLOCK"]) * p["BLOCK"]
+    chunk = split_chunk(per_channel, p["SPLIT"], p["BLOCK"])
     # --- stage 1: partial statistics per (channel, split)
     load1, x1 = io.load_input("offs", "mask")
     stats = ["c = tl.program_id(0)", "s = tl.program_id(1)", "count = 0.0", "mean = 0.0", "m2 = 0.0",

@@ -168,5 +168,13 @@ def indent(lines: list[str], spaces: int) -> str:
     return "\n".join(pad + line if line else "" for line in lines)
 
 
+TARGET_SMS = 132  # H200 multiprocessors: enough programs to fill them is the split target
+
+
+def split_chunk(n: int, split: int, block: int) -> int:
+    """Elements per program when `n` is split `split` ways, rounded up to whole blocks."""
+    return -(-(-(-n // split)) // block) * block
+
+
 def next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())

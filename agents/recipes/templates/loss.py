@@ -15,11 +15,9 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2, operand_key
+from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, operand_key, split_chunk
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name, prepare
-
-SMS = 132
 
 
 def _term(op: str, beta: float, delta: float) -> str:
@@ -56,7 +54,7 @@ def loss_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     scale = {"mean": 1.0 / total, "sum": 1.0, "batchmean": 1.0 / shape[0]}[reduction]
     p = {**default_params(total), **{k: v for k, v in params.items() if k in ("BLOCK", "SPLIT", "num_warps")}}
     block, split, warps = p["BLOCK"], p["SPLIT"], p["num_warps"]
-    chunk = -(-(-(-total // split)) // block) * block
+    chunk = split_chunk(total, split, block)
     io = FusedIO(region, graph)
     if region.prologue is None and region.extra.get("prologue_operand") is None:
         io.add(pred)

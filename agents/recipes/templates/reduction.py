@@ -14,7 +14,7 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, split_chunk
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -25,7 +25,6 @@ COMBINE = {"sum": "acc + x", "mean": "acc + x", "prod": "acc * x", "amax": "tl.m
 FINAL = {"sum": "tl.sum(acc, axis={a})", "mean": "tl.sum(acc, axis={a})", "amax": "tl.max(acc, axis={a})",
          "amin": "tl.min(acc, axis={a})", "prod": "tl.reduce(acc, {a}, _multiply)"}
 STAGE2_OP = {"sum": "sum", "mean": "sum", "prod": "prod", "amax": "amax", "amin": "amin"}
-SMS = 132  # H200 multiprocessors: enough programs to fill them is the split target
 
 MULTIPLY_HELPER = '''
 @triton.jit
@@ -100,7 +99,7 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any])
     io = FusedIO(region, graph)
     rows_1d = q_ == 1
     split = p["SPLIT"]
-    chunk = -(-(-(-r_ // split)) // p["BLOCK_R"]) * p["BLOCK_R"]
+    chunk = split_chunk(r_, split, p["BLOCK_R"])
     big = p_ * r_ * q_ >= 2**31
     pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
     head = [f"pid_p = {pid}", "pid_q = tl.program_id(1)", "pid_s = tl.program_id(2)",
