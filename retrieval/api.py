@@ -39,7 +39,7 @@ def retriever_for(store: GraphStore, home: Path, model: str | Path | None = None
     cached = _retrievers.get(key)
     if cached and cached[0] == fingerprint:
         return cached[1]
-    retriever = open_retriever(store, Path(home), chosen)
+    retriever = open_retriever(store, Path(home), chosen, fingerprint)
     _retrievers[key] = (fingerprint, retriever)
     return retriever
 

@@ -33,10 +33,12 @@ def snapshot_folder(home: Path, embedder: Embedder | None) -> Path:
     return Path(home) / "retrieval" / (embedder.fingerprint if embedder else "lexical")
 
 
-def open_retriever(store: GraphStore, home: Path, embedder: Embedder | None) -> Retriever:
-    """A Retriever over the graph's searchable nodes, from the snapshot when it is current."""
+def open_retriever(store: GraphStore, home: Path, embedder: Embedder | None,
+                   fingerprint: str | None = None) -> Retriever:
+    """A Retriever over the graph's searchable nodes, from the snapshot when it is current;
+    `fingerprint` is the graph's, when the caller has just computed it."""
     folder = snapshot_folder(home, embedder)
-    fingerprint = graph_fingerprint(store)
+    fingerprint = fingerprint or graph_fingerprint(store)
     records, vectors = _load(folder, embedder)
     if records is not None and _manifest(folder).get("graph") == fingerprint:
         return Retriever(records.values(), embedder, vectors)
