@@ -75,17 +75,32 @@ def condition_text(cond: Condition) -> str:
 
 
 def merge_claims(claims: list[Claim]) -> list[Claim]:
-    """One claim per triple: the most confident, with the others' quotes kept as extra evidence."""
-    best: dict[tuple[str, str, str], Claim] = {}
+    """One claim per triple: the most confident (the earlier on a tie), with the others' quotes
+    kept as extra evidence, and their gain when the most confident states none."""
+    merged: dict[tuple[str, str, str], _Merge] = {}
     for claim in claims:
-        key = claim.triple
-        held = best.get(key)
+        held = merged.get(claim.triple)
         if held is None:
-            best[key] = claim
-            continue
-        first, second = (claim, held) if claim.confidence > held.confidence else (held, claim)
-        spans = tuple(s for s in (*first.extra_evidence, second.evidence, *second.extra_evidence)
-                      if s != first.evidence)
-        best[key] = replace(first, extra_evidence=tuple(dict.fromkeys(spans)),
-                            gain=first.gain if first.gain is not None else second.gain)
-    return list(best.values())
+            merged[claim.triple] = _Merge(claim, dict.fromkeys(s for s in claim.extra_evidence if s != claim.evidence),
+                                          claim.gain)
+        elif claim.confidence > held.first.confidence:
+            spans = (*claim.extra_evidence, held.first.evidence, *held.extra)
+            merged[claim.triple] = _Merge(claim, dict.fromkeys(s for s in spans if s != claim.evidence),
+                                          claim.gain if claim.gain is not None else held.gain, alone=False)
+        else:
+            held.extra.update(dict.fromkeys(s for s in (claim.evidence, *claim.extra_evidence)
+                                            if s != held.first.evidence))
+            held.gain = held.gain if held.gain is not None else claim.gain
+            held.alone = False
+    return [m.first if m.alone else replace(m.first, extra_evidence=tuple(m.extra), gain=m.gain)
+            for m in merged.values()]
+
+
+@dataclass
+class _Merge:
+    """A triple's claims merged so far (ordered extra spans: adding one stays cheap)."""
+
+    first: Claim
+    extra: dict[Span, None]
+    gain: float | None
+    alone: bool = True  # one claim only: returned as it came

@@ -22,9 +22,7 @@ MAX_EVIDENCE = 4
 
 def audit_run(store: GraphStore, run_id: str, attempt: int | None = None) -> dict[str, Any]:
     trajectory = Trajectory(store)
-    run = trajectory.run(run_id)
-    if run is None:
-        raise AgentError(f"no run {run_id!r} in the graph; `kskill runs list` shows the runs there")
+    run = trajectory.require_run(run_id)
     rows = trajectory.attempts(run_id)
     if attempt is not None:
         rows = [r for r in rows if r["n"] == attempt]

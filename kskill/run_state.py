@@ -17,17 +17,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kskill.agents.brains.base import Draft, TrajectoryStep, Usage
-from kskill.agents.errors import AgentError
 from kskill.agents.features import Features
 from kskill.agents.planner import MIN_GAIN
 from kskill.agents.problem import Problem, load_problem
 from kskill.agents.reviewer import Review
 from kskill.graph_schema.embedded import _alive as process_alive
-from kskill.trajectory import Trajectory, attempt_id
-
-
-class RunError(AgentError):
-    """A run cannot start or resume (unknown id, missing files, another process on it)."""
+from kskill.trajectory import RunError, Trajectory, attempt_id
 
 
 class LoopConfig(BaseModel):
@@ -228,9 +223,7 @@ def release_lock(out_dir: Path) -> None:
 
 def load_state(trajectory: Trajectory, run_id: str) -> RunState:
     """A RunState rebuilt from the graph (attempts, lineage, decisions) and the run directory (code, reviews)."""
-    run = trajectory.run(run_id)
-    if run is None:
-        raise RunError(f"no run {run_id!r} in the graph; `kskill runs list` shows the runs there")
+    run = trajectory.require_run(run_id)
     settings = json.loads(run.get("config") or "{}")
     out_dir = Path(settings.get("out_dir", ""))
     if not (out_dir / "problem.py").is_file():

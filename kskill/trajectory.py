@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from kskill.agents.diagnoser import Diagnosis
+from kskill.agents.errors import AgentError
 from kskill.graph_schema import trajectory_queries as q
 from kskill.graph_schema.migrations import now_iso
 from kskill.graph_schema.model import Attempt, Failure, Node, Run, stable_id
@@ -25,6 +26,10 @@ def attempt_id(run_id: str, code_hash: str) -> str:
 def _settable(node: Node) -> dict[str, Any]:
     """The node's properties a write sets: the id is matched on and created_at is the store's."""
     return {k: v for k, v in node.properties().items() if k not in ("id", "created_at")}
+
+
+class RunError(AgentError):
+    """A run cannot be found, start or resume (unknown id, missing files, another process on it)."""
 
 
 class Trajectory:
@@ -65,6 +70,13 @@ class Trajectory:
     def run(self, run_id: str) -> dict[str, Any] | None:
         rows = self.store.run(q.RUN_BY_ID, {"id": run_id})
         return rows[0]["props"] if rows else None
+
+    def require_run(self, run_id: str) -> dict[str, Any]:
+        """The run's properties, or a RunError that says where to find the runs there are."""
+        run = self.run(run_id)
+        if run is None:
+            raise RunError(f"no run {run_id!r} in the graph; `kskill runs list` shows the runs there")
+        return run
 
     def attempts(self, run_id: str) -> list[dict[str, Any]]:
         """Rows of RUN_ATTEMPTS with the attempt's params JSON decoded."""

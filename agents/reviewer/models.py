@@ -14,6 +14,9 @@ FailureClass = Literal["compile", "runtime", "numeric", "timeout", "cheating", "
 Severity = Literal["reject", "warn", "info"]
 ObservationValue = float | int | bool | str
 
+# Worker phases that run only the problem's own code: a failure there is the problem's, not the candidate's.
+PROBLEM_PHASES = frozenset({"load_problem", "build_reference", "reference"})
+
 
 class ReviewOptions(BaseModel):
     """How to review. Defaults follow ARCHITECTURE section 6."""

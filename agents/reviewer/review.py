@@ -24,7 +24,8 @@ from pydantic import ValidationError
 from kskill.agents.errors import ProblemError, ReviewError
 from kskill.agents.problem import Candidate, Problem, load_candidate, load_problem
 from kskill.agents.reviewer import profiling
-from kskill.agents.reviewer.models import Correctness, Flag, Isolation, Review, ReviewOptions, Timing
+from kskill.agents.reviewer.models import (
+    PROBLEM_PHASES, Correctness, Flag, Isolation, Review, ReviewOptions, Timing)
 from kskill.agents.reviewer.sandbox import SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed
 from kskill.agents.reviewer.static_checks import check_source
 
@@ -170,7 +171,7 @@ def _merge(base: Review, data: dict[str, Any] | None, outcome: SandboxOutcome, o
                            f"{failure['message']}")
     if not data.get("finished"):
         klass, message = _death(data or None, outcome, options)
-        if data.get("phase") in ("load_problem", "build_reference", "reference") and klass == "runtime":
+        if data.get("phase") in PROBLEM_PHASES and klass == "runtime":
             raise ProblemError(f"problem {base.problem} crashed the worker during {data['phase']}: {message}")
         failure = {"class": klass, "message": message, "phase": data.get("phase", "start")}
     try:

@@ -25,9 +25,8 @@ from kskill.agents.reviewer.correctness import (
     clone_tree, compare_outputs, flatten_outputs, max_abs_difference, to_device, tolerance_for,
 )
 from kskill.agents.reviewer.profiling import torch_profile
+from kskill.agents.reviewer.models import PROBLEM_PHASES
 from kskill.agents.reviewer.timing import synchronized_wall_ms, time_cpu, time_cuda
-
-PROBLEM_PHASES = {"load_problem", "build_reference", "reference"}
 
 
 class Rejected(Exception):

@@ -9,7 +9,6 @@ import click
 
 from kskill.app import App, emit_json, json_option, pass_app
 from kskill.report import REPORT_FILE
-from kskill.run_state import RunError
 from kskill.trajectory import Trajectory
 
 
@@ -44,9 +43,7 @@ def list_runs(app: App, limit: int, as_json: bool) -> None:
 def show_run(app: App, run_id: str, as_json: bool) -> None:
     """One run: its settings, why it stopped, and its trajectory."""
     trajectory = Trajectory(app.store())
-    run = trajectory.run(run_id)
-    if run is None:
-        raise RunError(f"no run {run_id!r} in the graph; `kskill runs list` shows the runs there")
+    run = trajectory.require_run(run_id)
     config = json.loads(run.get("config") or "{}")
     attempts = trajectory.attempts(run_id)
     if as_json:
