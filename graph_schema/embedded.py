@@ -19,6 +19,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from .embedded_server import EmbeddedServer, Notify
+from .embedded_server import _alive  # noqa: F401  (kskill.run_state asks whether a run's process lives)
 from .errors import GraphError, StoreUnavailable
 from .store import Compaction, GraphStore
 
@@ -100,8 +101,8 @@ class EmbeddedStore(GraphStore):
             return
         self.run(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
 
-    def compact(self) -> Compaction:
-        return self._call(self.server.compact)
+    def compact(self, wait: bool = True) -> Compaction:
+        return self._call(lambda: self.server.compact(wait))
 
     def drop_graph(self) -> None:
         """Delete this graph with its indexes and constraints (other graphs on the server stay)."""

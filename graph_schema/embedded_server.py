@@ -42,6 +42,7 @@ COMPACT_MIN_BYTES = 4 << 20  # the last client folds the log once it is past thi
 SETTLE_TIMEOUT_S = 30.0
 READY_LINE = "Ready to accept connections"
 IN_EXEC_ASSERTION = "'!server.in_exec' is not true"
+CRASH_REPORT = "REDIS BUG REPORT START"
 
 Notify = Callable[[str], None]
 
@@ -107,7 +108,7 @@ class EmbeddedServer:
         log_offset = _size(self.log_path)
         self._spawn()
         try:
-            self._wait_until_ready(aof.total_size(self.data_dir))
+            self._wait_until_ready(aof.total_size(self.data_dir), log_offset)
         except StoreUnavailable:
             if IN_EXEC_ASSERTION not in _read_from(self.log_path, log_offset):
                 raise
@@ -124,13 +125,17 @@ class EmbeddedServer:
         with self._server_lock():
             return self._stop()
 
-    def compact(self) -> Compaction:
-        """Fold the append-only file into a snapshot (BGREWRITEAOF) and wait until it is done."""
+    def compact(self, wait: bool = True) -> Compaction:
+        """Fold the append-only file into a snapshot (BGREWRITEAOF); with `wait`, until it is done.
+
+        Without waiting, the rewrite runs on in the server; a stop waits for it first."""
         before, start = aof.total_size(self.data_dir), time.monotonic()
         client = self._client(timeout=10.0)
         for _ in range(2):
             self._settle_constraints(client)
-            self._rewrite(client)
+            self._rewrite(client, wait)
+            if not wait:
+                return Compaction(before, before, time.monotonic() - start)
             # FalkorDB re-issues a constraint once it is enforced; if that landed after the
             # rewrite began, fold it too, or the next replay answers it with an error.
             if not aof.has_schema_commands(self.data_dir):
@@ -208,13 +213,13 @@ class EmbeddedServer:
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
             raise StoreUnavailable(f"could not start the embedded graph server: {exc}") from exc
 
-    def _wait_until_ready(self, aof_bytes: int) -> None:
+    def _wait_until_ready(self, aof_bytes: int, log_offset: int | None = None) -> None:
         """Wait while redis replays its files (INFO says `loading:1`), with progress for long loads.
 
         The deadline grows with the files' size; a load that still advances gets more time."""
         start = last_progress = last_report = time.monotonic()
         deadline = start + START_TIMEOUT_S + aof_bytes / REPLAY_BYTES_PER_S
-        loaded = -1
+        loaded, pid = -1, None
         while True:
             now = time.monotonic()
             info = self._persistence_info()
@@ -226,7 +231,8 @@ class EmbeddedServer:
                 if now - start > PROGRESS_AFTER_S and now - last_report > PROGRESS_AFTER_S:
                     self.notify(_progress_line(info, aof_bytes))
                     last_report = now
-            if self._died():
+            pid = pid or _read_pid(self.pid_path)  # None while the daemon is still writing it
+            if self._died(pid, log_offset):
                 break
             if now > deadline and now - last_progress > STALL_TIMEOUT_S:
                 break
@@ -242,12 +248,16 @@ class EmbeddedServer:
         server until its log says it is ready, then fold the log into a snapshot."""
         self.notify("the store's log holds transactions that older kskill versions wrote; replaying them "
                     "quietly once, then rewriting the log")
-        self._clear_stale()
+        # The aborted server is gone (it was watched dying): what it left is ours to remove.
+        self.socket_path.unlink(missing_ok=True)
+        self.pid_path.unlink(missing_ok=True)
         offset = _size(self.log_path)
         self._spawn()
         deadline = time.monotonic() + START_TIMEOUT_S + aof.total_size(self.data_dir) / REPLAY_BYTES_PER_S
+        pid = None
         while READY_LINE not in _read_from(self.log_path, offset):
-            if self._died() or time.monotonic() > deadline:
+            pid = pid or _read_pid(self.pid_path)
+            if self._died(pid, offset) or time.monotonic() > deadline:
                 raise StoreUnavailable(
                     f"the embedded graph server did not start; last lines of {self.log_path}:\n"
                     f"{_tail(self.log_path)}\nthe store was not changed: keep {aof.aof_dir(self.data_dir)} as it is"
@@ -339,9 +349,19 @@ class EmbeddedServer:
             return int(self._client(timeout=2.0).info("server")["process_id"])
         return None
 
-    def _died(self) -> bool:
-        pid = _read_pid(self.pid_path)  # None while the daemon is still writing it
-        return bool(pid) and not _alive(pid)
+    def _died(self, pid: int | None, log_offset: int | None = None) -> bool:
+        """Whether the server this start spawned is gone, or is writing a crash report (it is
+        killed then: the report is complete in the log, and the process has nothing left to do).
+
+        `pid` is the one first read from the pid file: redis removes that file when it crashes."""
+        if not pid:
+            return False
+        if log_offset is not None and CRASH_REPORT in _read_from(self.log_path, log_offset) and _alive(pid):
+            _wait_exit(pid, 2.0)
+            if _alive(pid) and _is_our_server(pid):
+                os.kill(pid, signal.SIGKILL)
+                _wait_exit(pid, 5.0)
+        return not _alive(pid)
 
     def _count_nodes(self) -> int:
         client = self._client(timeout=30.0)
@@ -362,7 +382,7 @@ class EmbeddedServer:
                     return
                 time.sleep(0.01)
 
-    def _rewrite(self, client: redis.Redis) -> None:
+    def _rewrite(self, client: redis.Redis, wait: bool) -> None:
         for _ in range(3):  # another process may start a rewrite between our wait and our request
             self._wait_no_rewrite(client, STOP_TIMEOUT_S)
             done = client.info("persistence")["aof_rewrites"]
@@ -372,6 +392,8 @@ class EmbeddedServer:
             except redis.ResponseError as exc:
                 if "in progress" not in str(exc):
                     raise GraphError(f"cannot rewrite the append-only file: {exc}") from exc
+        if not wait:
+            return
         self._wait_no_rewrite(client, max(STOP_TIMEOUT_S, aof.total_size(self.data_dir) / REPLAY_BYTES_PER_S))
         info = client.info("persistence")
         if info["aof_rewrites"] <= done or info["aof_last_bgrewrite_status"] != "ok":

@@ -1,7 +1,8 @@
 """Numbered schema migrations, each recorded in the store as a Migration node when applied.
 
 A migration is a function of the store; it must be safe to run again (constraints and
-indexes are created only when missing, so a migration cut short by a crash simply runs again). New migrations are appended, never edited.
+indexes are created only when missing, so a migration cut short by a crash simply runs
+again). New migrations are appended, never edited.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ MIGRATIONS: list[tuple[str, Callable[[GraphStore], None]]] = [
 def migrate(store: GraphStore) -> list[str]:
     """Apply the migrations the store has not recorded yet; return their ids.
 
-    A store that keeps a write log folds it into a snapshot afterwards: the embedded store's
-    log must not keep schema commands, which FalkorDB answers with errors when it replays them
-    over a schema that already holds them."""
+    A store that keeps a write log starts folding it into a snapshot afterwards: the embedded
+    store's log must not keep schema commands, which FalkorDB answers with errors when it
+    replays them over a schema that already holds them (what the fold misses, the last client
+    to leave folds)."""
     done = {row["id"] for row in store.run(queries.APPLIED_MIGRATIONS)}
     applied = []
     for mid, step in MIGRATIONS:
@@ -48,7 +50,7 @@ def migrate(store: GraphStore) -> list[str]:
         store.write(queries.RECORD_MIGRATION, {"id": mid, "now": now_iso()})
         applied.append(mid)
     if applied:
-        store.compact()
+        store.compact(wait=False)
     return applied
 
 

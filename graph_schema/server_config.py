@@ -63,6 +63,7 @@ def server_args(redis_server: str, module: str, data_dir: Path, socket: Path, pi
         "--auto-aof-rewrite-min-size", REWRITE_MIN_SIZE,
         "--enable-debug-command", "no", "--enable-module-command", "no",
         "--enable-protected-configs", "no",
+        "--crash-memcheck-enabled", "no",  # a crash report's memory test takes tens of seconds
         "--user", "default", "reset", "on", "nopass", "~*", "resetchannels", "-@all",
         *(f"+{name}" for name in ALLOWED_COMMANDS),
         "--loadmodule", module, "EFFECTS_THRESHOLD", "0", "IMPORT_FOLDER", f"{import_dir}/",

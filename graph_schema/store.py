@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,9 @@ class GraphStore(ABC):
     def ensure_index(self, label: str, prop: str) -> None:
         """Create a property index unless it exists."""
 
-    def compact(self) -> Compaction | None:
-        """Fold the store's write log into a snapshot; None where the store manages its own files."""
+    def compact(self, wait: bool = True) -> Compaction | None:
+        """Fold the store's write log into a snapshot (without `wait`: start doing so); None where
+        the store manages its own files."""
         return None
 
     @abstractmethod
@@ -69,10 +71,12 @@ class GraphStore(ABC):
 
 
 def open_store(uri: str, home: Path, *, user: str = "neo4j", password: str = "",
-               graph_name: str = "kskill") -> GraphStore:
+               graph_name: str = "kskill", notify: Callable[[str], None] | None = None) -> GraphStore:
     """Open the store a URI names: `embedded` (the default) or a Neo4j URI.
 
     Schema migrations are applied on open, so callers always see the current schema.
+    `notify` receives what the embedded store has to tell on its way (progress of a long load,
+    a damaged log tail that was cut); by default that goes to stderr.
     """
     from .migrations import migrate
 
@@ -80,7 +84,7 @@ def open_store(uri: str, home: Path, *, user: str = "neo4j", password: str = "",
     if uri in ("", "embedded"):
         from .embedded import EmbeddedStore
 
-        store = EmbeddedStore(home / "graph", graph_name=graph_name)
+        store = EmbeddedStore(home / "graph", graph_name=graph_name, notify=notify)
     elif uri.startswith(NEO4J_SCHEMES):
         from .neo4j_store import Neo4jStore
 

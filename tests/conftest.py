@@ -28,11 +28,13 @@ def _private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 
 @pytest.fixture(scope="session")
 def graph_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    home = tmp_path_factory.mktemp("graph-home")
-    yield home
     from kskill.graph_schema.embedded import EmbeddedServer
 
-    EmbeddedServer(home / "graph").shutdown()
+    home = tmp_path_factory.mktemp("graph-home")
+    server = EmbeddedServer(home / "graph")
+    server.attach()  # held for the session, so the server is not stopped and started for every test
+    yield home
+    server.detach()
 
 
 @pytest.fixture

@@ -1,4 +1,8 @@
-"""`kskill graph status|init|check|export|import|stop|reset`: manage the store."""
+"""`kskill graph status|init|check|export|import|compact|stop|reset`: manage the store.
+
+Each subcommand exits 0 only when its job was done: a store that cannot be opened, a check
+with problems, a file that cannot be written or read, a compaction or stop that failed, and
+a reset that was not confirmed all end with a non-zero status."""
 
 from __future__ import annotations
 
@@ -49,6 +53,22 @@ def status(app: App, as_json: bool) -> None:
     for rel, count in report["relationships"].items():
         table.add_row(f"-[:{rel}]->", str(count))
     console.print(table)
+    if "server" in report:
+        srv = report["server"]
+        console.print(f"append-only file {_mib(srv['aof_bytes'])}, log {_mib(srv['log_bytes'])}, "
+                      f"network: {srv['network']}")
+        for backup in srv["aof_backups"]:
+            console.print(f"[yellow]kept after a damaged tail was cut:[/] {backup}")
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+def _embedded_only(app: App, command: str) -> None:
+    if app.settings.graph_uri not in ("", "embedded"):
+        raise click.UsageError(f"`graph {command}` manages the embedded store; "
+                               "a Neo4j server is managed with its own tools")
 
 
 @graph.command()
@@ -82,10 +102,15 @@ def check(app: App, as_json: bool) -> None:
 @pass_app
 def export_cmd(app: App, file: Path) -> None:
     """Write the whole graph as a Cypher script that Neo4j loads."""
+    store = app.store()
     tmp = file.with_name(file.name + ".partial")
-    with tmp.open("w", encoding="utf-8") as out:
-        counts = export_graph(app.store(), out)
-    tmp.replace(file)
+    try:
+        with tmp.open("w", encoding="utf-8") as out:
+            counts = export_graph(store, out)
+        tmp.replace(file)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise click.FileError(str(file), exc.strerror or str(exc)) from exc
     click.echo(f"wrote {sum(counts.values())} nodes and relationships to {file}")
 
 
@@ -99,13 +124,28 @@ def import_cmd(app: App, file: Path) -> None:
 
 
 @graph.command()
+@json_option
+@pass_app
+def compact(app: App, as_json: bool) -> None:
+    """Rewrite the embedded store's append-only file as a snapshot now (it also happens as it grows)."""
+    _embedded_only(app, "compact")
+    result = app.store(load_skills=False).compact()
+    report = {"before_bytes": result.before_bytes, "after_bytes": result.after_bytes,
+              "seconds": round(result.seconds, 3)}
+    if as_json:
+        emit_json(report)
+        return
+    click.echo(f"append-only file rewritten: {_mib(result.before_bytes)} -> {_mib(result.after_bytes)} "
+               f"in {result.seconds:.1f} s")
+
+
+@graph.command()
 @pass_app
 def stop(app: App) -> None:
     """Stop the embedded server cleanly (it starts again when needed)."""
     from kskill.graph_schema.embedded import EmbeddedServer
 
-    if app.settings.graph_uri not in ("", "embedded"):
-        raise click.UsageError("`graph stop` manages the embedded store; Neo4j is stopped by its own tools")
+    _embedded_only(app, "stop")
     server = EmbeddedServer(app.settings.home / "graph")
     click.echo("stopped" if server.data_dir.exists() and server.shutdown() else "not running")
 

