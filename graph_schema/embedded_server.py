@@ -38,6 +38,7 @@ REPLAY_BYTES_PER_S = 1 << 20  # a slow replay (query text, a loaded machine); ef
 STALL_TIMEOUT_S = 30.0  # a load past its deadline still gets this long after its last progress
 PROGRESS_AFTER_S = 2.0
 STOP_TIMEOUT_S = 30.0
+PROBE_TIMEOUT_S = 2.0
 COMPACT_MIN_BYTES = 4 << 20  # the last client folds the log once it is past this and past the base
 SETTLE_TIMEOUT_S = 30.0
 READY_LINE = "Ready to accept connections"
@@ -61,6 +62,7 @@ class EmbeddedServer:
         self.log_path = self.data_dir / "server.log"
         self.notify = notify or _stderr
         self._client_lock: int | None = None
+        self._seen_pid: int | None = None  # the server this process used, should its pid file vanish
 
     # -- sharing -------------------------------------------------------------------------
 
@@ -71,6 +73,7 @@ class EmbeddedServer:
             self._client_lock = _lock_fd(self.data_dir / "clients.lock", fcntl.LOCK_SH)
             try:
                 self.ensure_running()
+                self._seen_pid = _read_pid(self.pid_path)
             except BaseException:
                 self._release_client_lock()
                 raise
@@ -97,6 +100,8 @@ class EmbeddedServer:
     def ensure_running(self) -> None:
         """Start the server unless one answers (call under the server lock)."""
         state = self._state()
+        if state == "busy":  # never kill a server that is only slow to answer
+            state = self._state_after_busy()
         if state == "ready":
             return
         if state == "loading":  # started by a process that left before it was ready
@@ -290,7 +295,7 @@ class EmbeddedServer:
         if state == "ready":
             with contextlib.suppress(redis.RedisError, OSError):
                 self._wait_no_rewrite(self._client(timeout=5.0), STOP_TIMEOUT_S)
-        if not pid or not _is_our_server(pid):
+        if not pid or not _is_our_server(pid, self.socket_path):
             raise StoreUnavailable(f"cannot tell which process serves {self.socket_path}; stop it yourself")
         os.kill(pid, signal.SIGTERM)  # redis flushes the append-only file and removes its socket
         if not _wait_exit(pid, STOP_TIMEOUT_S):
@@ -302,8 +307,8 @@ class EmbeddedServer:
 
     def _clear_stale(self) -> None:
         """Remove what a killed server left behind: a dead socket file, a hung process, its pid file."""
-        pid = _read_pid(self.pid_path)
-        if pid and _is_our_server(pid):
+        pid = _read_pid(self.pid_path) or self._seen_pid
+        if pid and _is_our_server(pid, self.socket_path):
             os.kill(pid, signal.SIGTERM)
             if not _wait_exit(pid, 5.0):
                 os.kill(pid, signal.SIGKILL)
@@ -324,13 +329,17 @@ class EmbeddedServer:
         return redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=timeout,
                            socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0))
 
-    def _persistence_info(self) -> dict[str, Any] | None:
+    def _persistence_info(self, raise_timeout: bool = False) -> dict[str, Any] | None:
         """INFO persistence (redis answers it while loading), or None when nothing answers."""
         if not self.socket_path.exists():
             return None
         try:
-            return self._client(timeout=2.0).info("persistence")
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return self._client(timeout=PROBE_TIMEOUT_S).info("persistence")
+        except redis.TimeoutError:
+            if raise_timeout:
+                raise
+            return None
+        except (redis.ConnectionError, OSError):
             return None
         except redis.ResponseError as exc:
             raise StoreUnavailable(
@@ -339,10 +348,22 @@ class EmbeddedServer:
             ) from exc
 
     def _state(self) -> str:
-        info = self._persistence_info()
+        """'down' (nothing answers), 'busy' (a server of ours listens but does not answer in time:
+        one long command holds it), 'loading' or 'ready'."""
+        try:
+            info = self._persistence_info(raise_timeout=True)
+        except redis.TimeoutError:
+            pid = _read_pid(self.pid_path)
+            return "busy" if pid and _is_our_server(pid, self.socket_path) else "down"
         if info is None:
             return "down"
         return "loading" if info.get("loading") else "ready"
+
+    def _state_after_busy(self) -> str:
+        deadline = time.monotonic() + STALL_TIMEOUT_S
+        while (state := self._state()) == "busy" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return state
 
     def _server_pid(self) -> int | None:
         with contextlib.suppress(redis.RedisError, OSError):
@@ -358,7 +379,7 @@ class EmbeddedServer:
             return False
         if log_offset is not None and CRASH_REPORT in _read_from(self.log_path, log_offset) and _alive(pid):
             _wait_exit(pid, 2.0)
-            if _alive(pid) and _is_our_server(pid):
+            if _alive(pid) and _is_our_server(pid, self.socket_path):
                 os.kill(pid, signal.SIGKILL)
                 _wait_exit(pid, 5.0)
         return not _alive(pid)
@@ -473,11 +494,14 @@ def _alive(pid: int | None) -> bool:
         return True
 
 
-def _is_our_server(pid: int) -> bool:
+def _is_our_server(pid: int, socket_path: Path) -> bool:
+    """Whether `pid` is the redis-server of this socket (redis names its socket in its title),
+    so that a stale pid file never makes kskill signal some other process."""
     try:
-        return b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        title = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+    return b"redis-server" in title and str(socket_path).encode() in title
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:

@@ -31,7 +31,7 @@ class Neo4jStore(GraphStore):
             ) from exc
         except (nx.ServiceUnavailable, OSError) as exc:
             raise StoreUnavailable(
-                f"cannot reach Neo4j at {uri} ({exc}); start the server or fix KSKILL_GRAPH_URI"
+                f"cannot reach Neo4j at {uri} ({_one_line(exc)}); start the server or fix KSKILL_GRAPH_URI"
             ) from exc
         except (nx.ConfigurationError, ValueError) as exc:
             raise StoreUnavailable(f"Neo4j URI {uri!r} is not usable: {exc}") from exc
@@ -47,7 +47,7 @@ class Neo4jStore(GraphStore):
         except nx.Neo4jError as exc:
             raise GraphError(f"query failed: {exc.message or exc}") from exc
         except nx.ServiceUnavailable as exc:
-            raise StoreUnavailable(f"lost the connection to Neo4j at {self.location}: {exc}") from exc
+            raise StoreUnavailable(f"lost the connection to Neo4j at {self.location}: {_one_line(exc)}") from exc
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[GraphStore]:
@@ -76,6 +76,11 @@ class Neo4jStore(GraphStore):
 
     def close(self) -> None:
         self._driver.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    # The driver's messages span lines; errors are shown as one.
+    return " ".join(str(exc).split())
 
 
 def _plain(value: Any) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,6 +56,23 @@ def store(empty_store):
 
     ensure_builtin(empty_store)
     return empty_store
+
+
+@pytest.fixture
+def kskill_main(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """`kskill ARGS` as the shell runs it, through main() and its exit status, in this process:
+    returns (status, stdout, stderr)."""
+    from kskill.cli import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "argv", ["kskill", *args])
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        out, err = capsys.readouterr()
+        return exit_info.value.code, out, err
+
+    return run
 
 
 def neo4j_uri() -> str | None:

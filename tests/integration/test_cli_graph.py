@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +103,89 @@ def test_unreachable_neo4j_names_the_cause(tmp_path: Path):
 def test_graph_stop(home: Path):
     kskill("graph", "init")
     assert kskill("graph", "stop") == (0, "not running\n"), "the last command already stopped its server"
+
+
+# --- every `kskill graph` subcommand exits non-zero when its job failed ------------------------------
+
+def _broken_home(home: Path) -> None:
+    (home / "graph").write_text("")  # the data directory cannot be created: the store cannot open
+
+
+def _squatted_socket(home: Path) -> socket.socket:
+    from kskill.graph_schema import datadir
+    from kskill.graph_schema.embedded import EmbeddedServer
+
+    server = EmbeddedServer(home / "graph")
+    datadir.prepare(server.data_dir)
+    squatter = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    squatter.bind(str(server.socket_path))
+    squatter.listen(1)
+    return squatter
+
+
+@pytest.mark.parametrize("args", [["status"], ["init"], ["check"], ["export", "out.cypher"], ["compact"],
+                                  ["reset", "--yes"]])
+def test_graph_commands_fail_when_the_store_cannot_open(home: Path, kskill_main, args: list[str]):
+    _broken_home(home)
+    code, _, err = kskill_main("graph", *args)
+    assert code == 1
+    assert err.startswith("error: cannot create") and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_graph_check_fails_on_problems(home: Path, kskill_main):
+    assert kskill_main("graph", "check")[0] == 0
+    from kskill.graph_schema.store import open_store
+
+    with open_store("embedded", home) as store:
+        store.write("CREATE (:Stray {id: 'x'})")
+    code, out, _ = kskill_main("graph", "check")
+    assert code == 1 and "unknown label" in out
+
+
+def test_graph_export_fails_when_the_file_cannot_be_written(home: Path, kskill_main):
+    code, _, err = kskill_main("graph", "export", str(home / "no-such-dir" / "graph.cypher"))
+    assert code == 1 and "no-such-dir" in err and "Traceback" not in err
+
+
+def test_graph_import_fails_on_a_bad_script_and_on_a_missing_file(home: Path, kskill_main):
+    script = home / "bad.cypher"
+    script.write_text("MATCH (n RETURN n;\n")
+    code, _, err = kskill_main("graph", "import", str(script))
+    assert code == 1 and "nothing imported" in err
+    assert kskill_main("graph", "import", str(home / "missing.cypher"))[0] == 2
+
+
+def test_graph_compact_reports_sizes_and_refuses_neo4j(home: Path, kskill_main, monkeypatch: pytest.MonkeyPatch):
+    code, out, _ = kskill_main("graph", "compact", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["before_bytes"] > 0 and report["after_bytes"] > 0
+    monkeypatch.setenv("KSKILL_GRAPH_URI", "bolt://127.0.0.1:9")
+    assert kskill_main("graph", "compact")[0] == 2
+    assert kskill_main("graph", "stop")[0] == 2
+
+
+def test_graph_stop_fails_when_something_else_holds_the_socket(home: Path, kskill_main):
+    squatter = _squatted_socket(home)
+    try:
+        code, _, err = kskill_main("graph", "stop")
+    finally:
+        squatter.close()
+    assert code == 1 and "in use by another program" in err
+
+
+def test_graph_reset_fails_unless_confirmed(home: Path, kskill_main, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
+    code, _, err = kskill_main("graph", "reset")
+    assert code != 0 and "aborted" in err
+    assert json.loads(kskill_main("graph", "status", "--json")[1])["nodes"]["Technique"] > 0, "nothing deleted"
+
+
+def test_read_only_commands_do_not_grow_the_log(home: Path, kskill_main):
+    from kskill.graph_schema import aof
+
+    assert kskill_main("graph", "init")[0] == 0
+    sizes = []
+    for args in (["skills", "list"], ["graph", "status"], ["runs", "list"], ["skills", "list"]):
+        assert kskill_main(*args)[0] == 0
+        sizes.append(aof.total_size(home / "graph"))
+    assert len(set(sizes)) == 1, f"the append-only file grew: {sizes}"
