@@ -192,10 +192,11 @@ class EmbeddedServer:
             )
 
     def _check_contents(self) -> None:
-        """The server loaded; refuse an empty store where the marker remembers data."""
+        """The server loaded; refuse an empty store where the marker remembers data and the files
+        hold nothing (a store emptied by deletions still holds their record, and is accepted)."""
         marker = datadir.read_marker(self.data_dir)
         nodes = self._count_nodes()
-        if marker.nodes > 0 and nodes == 0:
+        if marker.nodes > 0 and nodes == 0 and aof.holds_nothing(self.data_dir):
             self._stop()
             raise StoreUnavailable(
                 f"{self.data_dir} held {marker.nodes} nodes when kskill last saw it ({marker.recorded_at}), "
@@ -242,9 +243,13 @@ class EmbeddedServer:
             if now > deadline and now - last_progress > STALL_TIMEOUT_S:
                 break
             time.sleep(0.02 if now - start < 1 else 0.2)
-        raise StoreUnavailable(
-            f"the embedded graph server did not start; last lines of {self.log_path}:\n{_tail(self.log_path)}\n"
-            f"the store was not changed: keep {aof.aof_dir(self.data_dir)} as it is (it holds the graph)"
+        raise self._start_failure(log_offset)
+
+    def _start_failure(self, log_offset: int | None) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"the embedded graph server did not start ({_log_reason(self.log_path, log_offset or 0)}; "
+            f"see {self.log_path}); the store was not changed: keep {aof.aof_dir(self.data_dir)} as it is, "
+            "it holds the graph"
         )
 
     def _recover_unsafe_log(self) -> None:
@@ -263,10 +268,7 @@ class EmbeddedServer:
         while READY_LINE not in _read_from(self.log_path, offset):
             pid = pid or _read_pid(self.pid_path)
             if self._died(pid, offset) or time.monotonic() > deadline:
-                raise StoreUnavailable(
-                    f"the embedded graph server did not start; last lines of {self.log_path}:\n"
-                    f"{_tail(self.log_path)}\nthe store was not changed: keep {aof.aof_dir(self.data_dir)} as it is"
-                )
+                raise self._start_failure(offset)
             time.sleep(0.1)
         self.compact()
 
@@ -544,6 +546,13 @@ def _read_from(path: Path, offset: int) -> str:
         return ""
 
 
-def _tail(path: Path, lines: int = 8) -> str:
-    text = _read_from(path, max(0, _size(path) - 64_000))
-    return "\n".join(text.splitlines()[-lines:]) or "(no log)"
+def _log_reason(path: Path, offset: int) -> str:
+    """The line of the log (since `offset`) that best says why the server stopped: an assertion,
+    else the last warning, else the last line."""
+    lines = [line.strip() for line in _read_from(path, max(offset, _size(path) - 256_000)).splitlines()
+             if line.strip()]
+    for marker in ("==>", " # "):
+        found = [line for line in lines if marker in line and "WARNING Memory overcommit" not in line]
+        if found:
+            return found[0 if marker == "==>" else -1]
+    return lines[-1] if lines else "its log is empty"

@@ -46,11 +46,13 @@ class Neo4jStore(GraphStore):
             return [_plain(r.data()) for r in records]
         except nx.Neo4jError as exc:
             raise GraphError(f"query failed: {exc.message or exc}") from exc
-        except nx.ServiceUnavailable as exc:
+        except (nx.DriverError, OSError) as exc:  # the connection went away, a session expired
             raise StoreUnavailable(f"lost the connection to Neo4j at {self.location}: {_one_line(exc)}") from exc
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[GraphStore]:
+        from neo4j import exceptions as nx
+
         if self._tx is not None:
             yield self
             return
@@ -60,8 +62,15 @@ class Neo4jStore(GraphStore):
             try:
                 yield self
                 tx.commit()
+            except (nx.DriverError, OSError) as exc:
+                with contextlib.suppress(nx.DriverError, OSError):
+                    tx.rollback()
+                raise StoreUnavailable(
+                    f"lost the connection to Neo4j at {self.location} during a transaction (nothing of it "
+                    f"was committed unless the commit itself was cut off): {_one_line(exc)}") from exc
             except BaseException:
-                tx.rollback()
+                with contextlib.suppress(nx.DriverError, OSError):
+                    tx.rollback()
                 raise
             finally:
                 self._tx = None
