@@ -19,7 +19,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from .embedded_server import EmbeddedServer, Notify
-from .embedded_server import _alive  # noqa: F401  (kskill.run_state asks whether a run's process lives)
+from .processes import alive as _alive  # noqa: F401  (kskill.run_state asks whether a run's process lives)
 from .errors import GraphError, StoreUnavailable
 from .store import Compaction, GraphStore
 

@@ -30,6 +30,10 @@ from redis.retry import Retry
 
 from . import aof, datadir
 from .errors import GraphError, StoreUnavailable
+from .processes import (
+    alive, file_size, is_server_of, lock_fd, log_reason, read_from, read_pid, socket_accepts, try_lock_fd,
+    wait_exit,
+)
 from .server_config import network_isolation, server_args, server_env
 from .store import Compaction
 
@@ -70,10 +74,10 @@ class EmbeddedServer:
         """Join the server as a client, starting it when nobody runs it."""
         datadir.prepare(self.data_dir)
         with self._server_lock():
-            self._client_lock = _lock_fd(self.data_dir / "clients.lock", fcntl.LOCK_SH)
+            self._client_lock = lock_fd(self.data_dir / "clients.lock", fcntl.LOCK_SH)
             try:
                 self.ensure_running()
-                self._seen_pid = _read_pid(self.pid_path)
+                self._seen_pid = read_pid(self.pid_path)
             except BaseException:
                 self._release_client_lock()
                 raise
@@ -84,7 +88,7 @@ class EmbeddedServer:
             return
         with self._server_lock():
             self._release_client_lock()
-            last = _try_lock_fd(self.data_dir / "clients.lock", fcntl.LOCK_EX)
+            last = try_lock_fd(self.data_dir / "clients.lock", fcntl.LOCK_EX)
             if last is None:
                 return
             try:
@@ -110,12 +114,12 @@ class EmbeddedServer:
         self._clear_stale()
         self._check_files()
         datadir.rotate_log(self.log_path)
-        log_offset = _size(self.log_path)
+        log_offset = file_size(self.log_path)
         self._spawn()
         try:
             self._wait_until_ready(aof.total_size(self.data_dir), log_offset)
         except StoreUnavailable:
-            if IN_EXEC_ASSERTION not in _read_from(self.log_path, log_offset):
+            if IN_EXEC_ASSERTION not in read_from(self.log_path, log_offset):
                 raise
             self._recover_unsafe_log()
         self._check_contents()
@@ -155,9 +159,9 @@ class EmbeddedServer:
             "data_dir": str(self.data_dir),
             "socket": str(self.socket_path),
             "running": self.ping(),
-            "pid": _read_pid(self.pid_path),
+            "pid": read_pid(self.pid_path),
             "aof_bytes": aof.total_size(self.data_dir),
-            "log_bytes": _size(self.log_path),
+            "log_bytes": file_size(self.log_path),
             "recorded_nodes": marker.nodes if marker else 0,
             "aof_backups": backups,
             "network": "none (own namespace)" if network_isolation() else "blocked commands and proxy only",
@@ -237,7 +241,7 @@ class EmbeddedServer:
                 if now - start > PROGRESS_AFTER_S and now - last_report > PROGRESS_AFTER_S:
                     self.notify(_progress_line(info, aof_bytes))
                     last_report = now
-            pid = pid or _read_pid(self.pid_path)  # None while the daemon is still writing it
+            pid = pid or read_pid(self.pid_path)  # None while the daemon is still writing it
             if self._died(pid, log_offset):
                 break
             if now > deadline and now - last_progress > STALL_TIMEOUT_S:
@@ -247,7 +251,7 @@ class EmbeddedServer:
 
     def _start_failure(self, log_offset: int | None) -> StoreUnavailable:
         return StoreUnavailable(
-            f"the embedded graph server did not start ({_log_reason(self.log_path, log_offset or 0)}; "
+            f"the embedded graph server did not start ({log_reason(self.log_path, log_offset or 0)}; "
             f"see {self.log_path}); the store was not changed: keep {aof.aof_dir(self.data_dir)} as it is, "
             "it holds the graph"
         )
@@ -261,12 +265,12 @@ class EmbeddedServer:
         # The aborted server is gone (it was watched dying): what it left is ours to remove.
         self.socket_path.unlink(missing_ok=True)
         self.pid_path.unlink(missing_ok=True)
-        offset = _size(self.log_path)
+        offset = file_size(self.log_path)
         self._spawn()
         deadline = time.monotonic() + START_TIMEOUT_S + aof.total_size(self.data_dir) / REPLAY_BYTES_PER_S
         pid = None
-        while READY_LINE not in _read_from(self.log_path, offset):
-            pid = pid or _read_pid(self.pid_path)
+        while READY_LINE not in read_from(self.log_path, offset):
+            pid = pid or read_pid(self.pid_path)
             if self._died(pid, offset) or time.monotonic() > deadline:
                 raise self._start_failure(offset)
             time.sleep(0.1)
@@ -293,14 +297,14 @@ class EmbeddedServer:
         if state == "down":
             self._clear_stale()
             return False
-        pid = _read_pid(self.pid_path) or self._server_pid()
+        pid = read_pid(self.pid_path) or self._server_pid()
         if state == "ready":
             with contextlib.suppress(redis.RedisError, OSError):
                 self._wait_no_rewrite(self._client(timeout=5.0), STOP_TIMEOUT_S)
-        if not pid or not _is_our_server(pid, self.socket_path):
+        if not pid or not is_server_of(pid, self.socket_path):
             raise StoreUnavailable(f"cannot tell which process serves {self.socket_path}; stop it yourself")
         os.kill(pid, signal.SIGTERM)  # redis flushes the append-only file and removes its socket
-        if not _wait_exit(pid, STOP_TIMEOUT_S):
+        if not wait_exit(pid, STOP_TIMEOUT_S):
             raise StoreUnavailable(
                 f"the embedded graph server (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s; "
                 f"see {self.log_path}"
@@ -309,14 +313,14 @@ class EmbeddedServer:
 
     def _clear_stale(self) -> None:
         """Remove what a killed server left behind: a dead socket file, a hung process, its pid file."""
-        pid = _read_pid(self.pid_path) or self._seen_pid
-        if pid and _is_our_server(pid, self.socket_path):
+        pid = read_pid(self.pid_path) or self._seen_pid
+        if pid and is_server_of(pid, self.socket_path):
             os.kill(pid, signal.SIGTERM)
-            if not _wait_exit(pid, 5.0):
+            if not wait_exit(pid, 5.0):
                 os.kill(pid, signal.SIGKILL)
-                _wait_exit(pid, 5.0)
+                wait_exit(pid, 5.0)
         if self.socket_path.exists():
-            if _socket_accepts(self.socket_path):
+            if socket_accepts(self.socket_path):
                 raise StoreUnavailable(
                     f"{self.socket_path} is in use by another program; stop it or set KSKILL_HOME "
                     "to another directory"
@@ -355,8 +359,8 @@ class EmbeddedServer:
         try:
             info = self._persistence_info(raise_timeout=True)
         except redis.TimeoutError:
-            pid = _read_pid(self.pid_path)
-            return "busy" if pid and _is_our_server(pid, self.socket_path) else "down"
+            pid = read_pid(self.pid_path)
+            return "busy" if pid and is_server_of(pid, self.socket_path) else "down"
         if info is None:
             return "down"
         return "loading" if info.get("loading") else "ready"
@@ -379,12 +383,12 @@ class EmbeddedServer:
         `pid` is the one first read from the pid file: redis removes that file when it crashes."""
         if not pid:
             return False
-        if log_offset is not None and CRASH_REPORT in _read_from(self.log_path, log_offset) and _alive(pid):
-            _wait_exit(pid, 2.0)
-            if _alive(pid) and _is_our_server(pid, self.socket_path):
+        if log_offset is not None and CRASH_REPORT in read_from(self.log_path, log_offset) and alive(pid):
+            wait_exit(pid, 2.0)
+            if alive(pid) and is_server_of(pid, self.socket_path):
                 os.kill(pid, signal.SIGKILL)
-                _wait_exit(pid, 5.0)
-        return not _alive(pid)
+                wait_exit(pid, 5.0)
+        return not alive(pid)
 
     def _count_nodes(self) -> int:
         client = self._client(timeout=30.0)
@@ -436,7 +440,7 @@ class EmbeddedServer:
 
     @contextlib.contextmanager
     def _server_lock(self) -> Iterator[None]:
-        fd = _lock_fd(self.data_dir / "server.lock", fcntl.LOCK_EX)
+        fd = lock_fd(self.data_dir / "server.lock", fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -454,105 +458,3 @@ def _progress_line(info: dict[str, Any], aof_bytes: int) -> str:
     eta = info.get("loading_eta_seconds")
     left = f", about {eta} s left" if isinstance(eta, int) and eta >= 0 else ""
     return f"loading the graph store: {loaded / 2**20:.1f} of {total / 2**20:.1f} MiB{left}"
-
-
-# --- files, locks and processes ---------------------------------------------------------------
-
-def _lock_fd(path: Path, mode: int) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, mode)
-    return fd
-
-
-def _try_lock_fd(path: Path, mode: int) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, mode | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is dead for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _is_our_server(pid: int, socket_path: Path) -> bool:
-    """Whether `pid` is the redis-server of this socket (redis names its socket in its title),
-    so that a stale pid file never makes kskill signal some other process."""
-    try:
-        title = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"redis-server" in title and str(socket_path).encode() in title
-
-
-def _wait_exit(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.01)
-    return False
-
-
-def _socket_accepts(path: Path) -> bool:
-    """True while some process listens on the socket (a busy listener counts: only refusal is stale)."""
-    import socket
-
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        try:
-            probe.connect(str(path))
-        except (ConnectionRefusedError, FileNotFoundError):
-            return False
-        except OSError:
-            return True
-    return True
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _read_from(path: Path, offset: int) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            return handle.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _log_reason(path: Path, offset: int) -> str:
-    """The line of the log (since `offset`) that best says why the server stopped: an assertion,
-    else the last warning, else the last line."""
-    lines = [line.strip() for line in _read_from(path, max(offset, _size(path) - 256_000)).splitlines()
-             if line.strip()]
-    for marker in ("==>", " # "):
-        found = [line for line in lines if marker in line and "WARNING Memory overcommit" not in line]
-        if found:
-            return found[0 if marker == "==>" else -1]
-    return lines[-1] if lines else "its log is empty"

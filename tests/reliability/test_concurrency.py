@@ -28,7 +28,8 @@ PROBLEM = ROOT / "kskill" / "examples" / "pointwise_chain.py"
 
 def _jobs(home: Path) -> list[list[str]]:
     ingests = [["ingest", str(note)] for note in NOTES]
-    optimize = ["optimize", str(PROBLEM), "--device", "cpu", "--iterations", "2", "--trials", "1", "--out", str(home / "run")]
+    optimize = ["optimize", str(PROBLEM), "--device", "cpu", "--iterations", "2", "--trials", "1",
+                "--out", str(home / "run")]
     return ingests + [optimize]
 
 
