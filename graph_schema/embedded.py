@@ -45,7 +45,7 @@ class EmbeddedStore(GraphStore):
         self._pending: list[tuple[str, dict[str, Any]]] | None = None
         self.server.attach()
         try:
-            self._call(lambda: None)
+            self._call(self._connect)
         except BaseException:
             self.server.detach()
             raise
@@ -124,8 +124,6 @@ class EmbeddedStore(GraphStore):
         (planner_queries.RECORD_OUTCOME) could count a trial twice."""
         for attempt in (1, 2):
             try:
-                if not hasattr(self, "_db"):
-                    self._connect()
                 return operation()
             except CONNECTION_ERRORS as exc:
                 if attempt == 2:
@@ -140,8 +138,9 @@ class EmbeddedStore(GraphStore):
     def _connect(self) -> None:
         from falkordb import FalkorDB
 
-        with contextlib.suppress(Exception):
-            self._db.connection.close()
+        if hasattr(self, "_db"):
+            with contextlib.suppress(Exception):
+                self._db.connection.close()
         self._db = FalkorDB(unix_socket_path=str(self.server.socket_path), retry=Retry(NoBackoff(), 0))
         self._graph = self._db.select_graph(self.graph_name)
 
