@@ -84,6 +84,10 @@ class EmbeddedStore(GraphStore):
         finally:
             self._pending = None
 
+    # Schema changes are looked up first, so that one that exists writes nothing to the log; two
+    # processes opening a new store at once can still both miss it, and the second one's
+    # "already exists" then means the work is done.
+
     def ensure_unique(self, label: str, prop: str) -> None:
         self.ensure_index(label, prop)
         if (label, [prop]) in self._call(self._constraints):
@@ -92,14 +96,18 @@ class EmbeddedStore(GraphStore):
             self._call(lambda: self._db.connection.execute_command(
                 "GRAPH.CONSTRAINT", "CREATE", self.graph_name, "UNIQUE", "NODE", label, "PROPERTIES", "1", prop))
         except redis.ResponseError as exc:
-            raise GraphError(f"cannot create the unique constraint on {label}.{prop}: {exc}") from exc
+            if "already exists" not in str(exc):
+                raise GraphError(f"cannot create the unique constraint on {label}.{prop}: {exc}") from exc
 
     def ensure_index(self, label: str, prop: str) -> None:
         # Labels and property names come from the schema module, never from users.
-        rows = self.run("CALL db.indexes() YIELD label, properties RETURN label, properties")
-        if any(row["label"] == label and prop in row["properties"] for row in rows):
+        if any(row["label"] == label and prop in row["properties"] for row in self._call(self._indexes)):
             return
-        self.run(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+        try:
+            self.run(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+        except GraphError as exc:
+            if "already indexed" not in str(exc):
+                raise
 
     def compact(self, wait: bool = True) -> Compaction:
         return self._call(lambda: self.server.compact(wait))
@@ -151,6 +159,9 @@ class EmbeddedStore(GraphStore):
             raise GraphError(f"query failed: {exc}") from exc
         names = [_text(col[1]) for col in result.header]
         return [{name: _plain(value) for name, value in zip(names, row)} for row in result.result_set]
+
+    def _indexes(self) -> list[dict[str, Any]]:
+        return self._query("CALL db.indexes() YIELD label, properties RETURN label, properties", None)
 
     def _constraints(self) -> list[tuple[str, list[str]]]:
         rows = self._query("CALL db.constraints() YIELD label, properties RETURN label, properties", None)

@@ -401,3 +401,11 @@ def test_compact_folds_the_log_into_a_snapshot(tmp_path: Path):
     store.close()
     assert len(_ids(again := open_store("embedded", tmp_path))) == 4000
     again.close()
+
+
+def test_schema_created_by_another_process_meanwhile_is_not_an_error(empty_store, monkeypatch):
+    """Two processes opening a new store at once both find no constraint, and both create it."""
+    monkeypatch.setattr(empty_store, "_constraints", lambda: [])
+    monkeypatch.setattr(empty_store, "_indexes", lambda: [])
+    empty_store.ensure_unique("Technique", "id")  # exists already: the race's second creator
+    empty_store.ensure_index("Attempt", "run_id")
