@@ -47,7 +47,7 @@ def _job(workdir: Path, problem_path: Path, candidate_path: Path | None, setting
     (workdir / "problem.py").write_text(problem_path.read_text(encoding="utf-8"))
     if candidate_path is not None:
         (workdir / "model_new.py").write_text(candidate_path.read_text(encoding="utf-8"))
-    result_path = workdir / f"result-{run}.json"
+    result_path = workdir / f"result-{run}-{nonce[:8]}.json"  # never one a stray earlier worker writes
     job = {"nonce": nonce, "result_path": str(result_path), "problem_path": str(workdir / "problem.py"),
            "candidate_path": str(workdir / "model_new.py") if candidate_path is not None else None,
            "device": settings.device, "seed": settings.seed, "trials": settings.trials,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kskill.eval.errors import EvalError
-from kskill.eval.problem_run import CHILDREN, EvalSettings, OnState, run_problem
+from kskill.eval.problem_run import CHILDREN, EvalSettings, Interrupted, OnState, run_problem
 from kskill.eval.suite import SuiteProblem
 
 OnRow = Callable[[SuiteProblem, dict[str, Any]], None]
@@ -61,12 +61,17 @@ def run_local(problems: list[SuiteProblem], settings: EvalSettings, gpus: list[s
     def lane(problem: SuiteProblem) -> None:
         gpu = lanes.get()
         try:
+            if CHILDREN.stopping.is_set():
+                return
             if deadline is not None and time.monotonic() > deadline:
                 not_started.append(problem)
                 on_state(problem.id, "not started (--stop-after)", None)
                 return
             try:
                 row = run_problem(problem, settings, prepare(problem), gpu, on_state)
+                row["engine"] = "local" + (f" gpu {gpu}" if gpu is not None else "")
+            except Interrupted:
+                return
             except Exception as exc:  # kskill's own failure on this problem: recorded, the rest go on
                 row = crashed_row(problem, "eval", f"{type(exc).__name__}: {exc}")
             on_row(problem, row)
@@ -100,7 +105,11 @@ def run_ray(problems: list[SuiteProblem], settings: EvalSettings, prepare: Prepa
 
 def _ray_task(problem: SuiteProblem, settings: EvalSettings, work_dir: str) -> dict[str, Any]:
     """Runs inside a Ray worker: Ray has already pinned CUDA_VISIBLE_DEVICES to the task's GPU."""
-    return run_problem(problem, settings, Path(work_dir), gpu=None)
+    import ray
+
+    row = run_problem(problem, settings, Path(work_dir), gpu=None)
+    row["engine"] = f"ray node {ray.get_runtime_context().get_node_id()[:12]}"
+    return row
 
 
 def _drain(problems: Iterable[SuiteProblem], submit: Callable[[SuiteProblem], Any], in_flight: int, on_row: OnRow,

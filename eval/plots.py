@@ -30,6 +30,14 @@ def _pyplot():
     return plt
 
 
+def _times_axis(axis: Any) -> None:
+    """Plain '2x' tick labels on a log-scaled speedup axis."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
 def _suffix(representative: bool) -> str:
     return "" if representative else "\n(CPU timings: not representative)"
 
@@ -73,6 +81,7 @@ def _speedups(ax: Any, rows: list[dict[str, Any]], summary: dict[str, Any], repr
     if compiled:
         ax.hist(compiled, bins=bins, alpha=0.5, label=f"torch.compile (n={len(compiled)})", color="tab:orange")
     ax.set_xscale("log")
+    _times_axis(ax.xaxis)
     ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlabel("speedup over eager (log scale)")
     ax.set_ylabel("problems")
@@ -126,6 +135,8 @@ def _scatter(ax: Any, rows: list[dict[str, Any]], summary: dict[str, Any], repre
     ax.plot([low, high], [low, high], color="grey", linestyle="--", linewidth=0.8, label="kskill = torch.compile")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _times_axis(ax.xaxis)
+    _times_axis(ax.yaxis)
     ax.set_xlabel("torch.compile speedup over eager")
     ax.set_ylabel("kskill speedup over eager")
     ax.set_title("Above the diagonal: kskill faster than torch.compile" + _suffix(representative), fontsize=10)
@@ -151,7 +162,11 @@ def _iterations(ax: Any, rows: list[dict[str, Any]], summary: dict[str, Any], re
     longest = max(len(c) for _, c in curves)
     typical = [geomean([c[min(i, len(c) - 1)][1] for _, c in curves]) for i in range(longest)]
     ax.plot(range(longest), typical, color="black", linewidth=2, label="geometric mean over problems")
+    from matplotlib.ticker import MaxNLocator
+
     ax.set_yscale("log")
+    _times_axis(ax.yaxis)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlabel("attempt of the optimize run")
     ax.set_ylabel("best verified speedup so far")

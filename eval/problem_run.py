@@ -31,11 +31,17 @@ from typing import Any
 
 from kskill.agents.reviewer.backend_rules import check_triton_backend
 from kskill.eval.baselines import BaselineSettings, run_baselines
+from kskill.eval.roofline import roofline_in_subprocess
 from kskill.eval.suite import SuiteProblem
 
 OnState = Callable[[str, str, float | None], None]  # (problem id, state, best speedup so far)
 PROGRESS_LINE = re.compile(r"\[\s*(\d+)/(\d+)\].*best ([0-9.]+)x")
-_features_lock = threading.Lock()  # the feature pass silences stderr process-wide while it runs
+# Started in front of optimize: asks Linux to SIGKILL the process when the evaluation that started it
+# dies (PR_SET_PDEATHSIG, kept across exec), so a killed evaluation leaves no optimize run behind.
+DIE_WITH_PARENT = ("import ctypes, os, sys\n"
+                   "ctypes.CDLL(None, use_errno=True).prctl(1, 9)\n"
+                   "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
+                   "os.execv(sys.argv[2], sys.argv[2:])")
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,7 @@ class ChildProcesses:
         self._lock = threading.Lock()
         self._procs: set[subprocess.Popen] = set()
         self._folders: set[Path] = set()
+        self.stopping = threading.Event()  # set once: no problem starts a new step after it
 
     def add(self, item: subprocess.Popen | Path) -> None:
         with self._lock:
@@ -116,6 +123,7 @@ class ChildProcesses:
 
     def stop_all(self) -> None:
         """SIGINT first, so optimize stops its own review workers; SIGKILL what is left after 10 s."""
+        self.stopping.set()
         with self._lock:
             procs, folders = list(self._procs), list(self._folders)
         for folder in folders:
@@ -154,6 +162,15 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 CHILDREN = ChildProcesses()
 
 
+class Interrupted(Exception):
+    """The evaluation is stopping: this problem gets no row and runs again on --resume."""
+
+
+def _not_stopping() -> None:
+    if CHILDREN.stopping.is_set():
+        raise Interrupted()
+
+
 def run_optimize(problem: SuiteProblem, settings: EvalSettings, run_dir: Path, env: dict[str, str],
                  on_state: OnState) -> tuple[dict[str, Any] | None, str, float]:
     """(optimize's JSON summary or None, the error if any, wall seconds); stderr goes to optimize.log."""
@@ -162,6 +179,8 @@ def run_optimize(problem: SuiteProblem, settings: EvalSettings, run_dir: Path, e
     started = time.monotonic()
     with open(log_path, "w") as log:
         log.write(" ".join(argv) + "\n")
+        if sys.platform == "linux":
+            argv = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *argv]
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         CHILDREN.add(proc)
@@ -186,35 +205,19 @@ def run_optimize(problem: SuiteProblem, settings: EvalSettings, run_dir: Path, e
     try:
         summary = json.loads(text)
     except ValueError:
-        tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
-        timed_out = wall >= settings.optimize_timeout_s()
-        why = f"killed after {wall:.0f} s" if timed_out else f"exit status {proc.returncode}"
-        return None, f"kskill optimize failed ({why}): {' | '.join(tail)[-500:]}", wall
+        tail = log_path.read_text(errors="replace").strip().splitlines()[1:][-3:]  # [0] is the command
+        if wall >= settings.optimize_timeout_s():
+            why = f"killed after {wall:.0f} s"
+        elif proc.returncode < 0:
+            why = f"died with {signal.Signals(-proc.returncode).name}"
+        else:
+            why = f"exit status {proc.returncode}"
+        return None, f"kskill optimize failed ({why})" + (f": {' | '.join(tail)[-500:]}" if tail else ""), wall
     (run_dir.parent / "optimize.json").write_text(text)
     return summary, "", wall
 
 
 # ------------------------------------------------------------------------------ the row
-
-def roofline_time_ms(problem_path: Path, device_name: str) -> tuple[float | None, dict[str, Any]]:
-    """The roofline's lower bound on the forward's time for this GPU, and the facts behind it."""
-    from kskill.agents.features import reference_features
-    from kskill.agents.gpus import lookup
-    from kskill.agents.observations import Observations
-
-    spec = lookup(device_name)
-    with _features_lock:
-        features = reference_features(problem_path.read_text(encoding="utf-8"))
-    # A runtime of 1 ms makes roofline_fraction the roofline's own time in ms.
-    obs = Observations.merge(features=features, profile={"runtime_ms": 1.0}, gpu=spec)
-    facts = {"flops": obs.get("flops"), "bytes_moved": obs.get("bytes_moved"), "dtype": obs.get("dtype")}
-    roof = obs.get("roofline_fraction") if spec is not None else None
-    if spec is None:
-        facts["roofline_note"] = f"{device_name!r} is not in the GPU peak table (agents/gpus.py)"
-    elif roof is None:
-        facts["roofline_note"] = obs.unavailable.get("roofline_fraction", "not derivable")
-    return roof, facts
-
 
 def _median(baseline: dict[str, Any], name: str) -> float | None:
     stats = ((baseline.get("timing") or {}).get("stats") or {}).get(name)
@@ -267,6 +270,7 @@ def compose_row(problem: SuiteProblem, settings: EvalSettings, summary: dict[str
                if usage else None, cost_usd=usage.get("cost_usd"), run_id=s.get("run"))
     timing = baseline.get("timing") or {}
     row["timings_representative"] = bool(timing.get("representative"))
+    row["l2_flush_bytes"] = timing.get("l2_flush_bytes")
     row["trajectory"] = [{"n": t["n"], "speedup": t.get("speedup"), "status": t.get("status")}
                          for t in s.get("trajectory", [])]
     versions = baseline.get("versions") or (baseline.get("partial") or {}).get("versions") or {}
@@ -294,6 +298,7 @@ def run_problem(problem: SuiteProblem, settings: EvalSettings, work_dir: Path, g
     summary, optimize_error, optimize_s = run_optimize(problem, settings, work_dir / "run", env, on_state)
     model_new = work_dir / "run" / "model_new.py"
     candidate = model_new if summary is not None and summary.get("beats_reference") and model_new.is_file() else None
+    _not_stopping()
     on_state(problem.id, "baselines", summary.get("best_speedup") if summary else None)
     started_baselines = time.monotonic()
     CHILDREN.add(work_dir / "baseline")
@@ -303,11 +308,8 @@ def run_problem(problem: SuiteProblem, settings: EvalSettings, work_dir: Path, g
     finally:
         CHILDREN.discard(work_dir / "baseline")
     baseline_s = time.monotonic() - started_baselines
-    device_name = (baseline.get("versions") or {}).get("device_name", "cpu")
-    try:
-        roof_ms, roof_facts = roofline_time_ms(problem.path, device_name)
-    except Exception as exc:  # a reference the feature pass cannot read has no roofline, nothing worse
-        roof_ms, roof_facts = None, {"roofline_note": f"{type(exc).__name__}: {exc}"[:200]}
+    _not_stopping()
+    roof_ms, roof_facts = roofline_in_subprocess(problem.path, (baseline.get("versions") or {}).get("device_name", "cpu"))
     source = model_new.read_text(encoding="utf-8") if summary is not None and model_new.is_file() else None
     row = compose_row(problem, settings, summary, optimize_error, baseline, source, roof_ms, roof_facts)
     row.update(optimize_wall_s=round(optimize_s, 1), baseline_wall_s=round(baseline_s, 1),

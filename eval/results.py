@@ -29,8 +29,9 @@ COMPILE_FIELDS = ["{c}_ms", "{c}_vs_eager", "speedup_{c}", "{c}_correct_strict",
 TAIL_FIELDS = [
     "roofline_ms", "roofline_fraction", "eager_roofline_fraction", "flops", "bytes_moved", "dtype", "roofline_note",
     "optimize_speedup", "iterations_to_best", "reviewed", "techniques", "stop_reason", "kskill_error",
-    "optimize_wall_s", "baseline_wall_s", "wall_s", "tokens", "cost_usd", "timings_representative", "run_id",
-    "gpu", "driver", "torch", "triton", "kskill_version", "git_commit", "host", "finished_at",
+    "optimize_wall_s", "baseline_wall_s", "wall_s", "tokens", "cost_usd", "timings_representative", "l2_flush_bytes",
+    "run_id",
+    "gpu", "driver", "torch", "triton", "kskill_version", "git_commit", "host", "engine", "finished_at",
 ]
 JSON_ONLY = ("model_new",)  # kept in rows/*.json, left out of results.json and results.csv
 
@@ -61,10 +62,11 @@ class ResultsDir:
                 raise EvalError(f"{self.root} already holds an evaluation: pass --resume to continue it, "
                                 "or choose another --out")
             stored = json.loads(self.record_path.read_text())
-            differing = sorted(k for k in record if k != "started_at" and stored.get(k) != record[k])
+            asked = json.loads(json.dumps(record, default=str))  # tuples as lists, as stored
+            differing = sorted(k for k in asked if k != "started_at" and stored.get(k) != asked[k])
             if differing:
-                raise EvalError(f"--resume: {', '.join(differing)} differ(s) from the evaluation in {self.root}; "
-                                "give the same suite and options, or choose another --out")
+                raise EvalError(f"--resume: the evaluation in {self.root} was started with another "
+                                f"{' and '.join(differing)}; give the same suite and options, or choose another --out")
             return
         self.rows_dir.mkdir(parents=True, exist_ok=True)
         self.problems_dir.mkdir(parents=True, exist_ok=True)

@@ -144,6 +144,7 @@ def finalize(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     meta = {
         "suite": record["suite"], "selected": len(record["selection"]), "finished": len(rows),
         "settings": settings, "representative": settings["device"] == "cuda",
+        "l2_flush_bytes": max((r.get("l2_flush_bytes") or 0 for r in rows), default=0),
         "gpus": sorted({r["gpu"] for r in rows if r.get("gpu")}),
         "torch": sorted({r["torch"] for r in rows if r.get("torch")}),
         "triton": sorted({r["triton"] for r in rows if r.get("triton")}),

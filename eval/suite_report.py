@@ -67,7 +67,8 @@ def protocol_card(meta: dict[str, Any]) -> Section:
     timing = ("CUDA events on the current stream, functions interleaved in one process, median of "
               f"at least {b['timing']['min_reps']} calls after {b['timing']['warmup_ms']:g} ms of warm-up"
               if meta["representative"] else "perf_counter on the CPU (not representative)")
-    flush = "256 MB buffer zeroed before every timed call" if meta["representative"] else "none (CPU)"
+    flush = (f"a {meta['l2_flush_bytes'] / 1e6:.0f} MB buffer zeroed before every timed call"
+             if meta.get("l2_flush_bytes") else "none (CPU)")
     optimize_tol = (f"atol={s['atol']}, rtol={s['rtol']}" if s.get("atol") is not None or s.get("rtol") is not None
                     else "its per-dtype default (1e-4 for fp32)")
     strict, compatible = b["tolerances"]["strict"], b["tolerances"]["compatible"]

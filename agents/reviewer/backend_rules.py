@@ -50,7 +50,7 @@ TORCH_OPS = """mm bmm matmul einsum conv1d conv2d conv3d conv conv_transpose1d c
     group_norm layer_norm instance_norm rms_norm normalize linear cross_entropy kl_div mse_loss huber_loss
     triplet_margin_loss cosine_similarity logsumexp clamp dropout""".split()
 WARNING_RULES: tuple[tuple[str, str, str], ...] = (
-    ("torch_nn_layer", rf"torch\.nn\.(?!({NN_CONTAINERS})\b)", "a torch.nn compute layer"),
+    ("torch_nn_layer", rf"torch\.nn\.(?!({NN_CONTAINERS})\b)\w+", "a torch.nn compute layer"),
     ("torch_op", r"\btorch\.(" + "|".join(TORCH_OPS) + r")(?=\s*\(|\s|$)", "a high-level torch computation"),
     ("torch_op", r"torch\.nn\.functional\.\w+|\bnn\.functional\.\w+"
                  r"|\bF\.(conv|linear|relu|gelu|softmax|batch_norm|layer_norm|dropout|max_pool|avg_pool)",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import click
@@ -84,7 +85,7 @@ def run(app: App, suite: Path, levels: tuple[int, ...], patterns: tuple[str, ...
         extra_compile_modes=compile_modes,
         optimize={"iterations": iterations, "time_limit_s": time_limit, "brain": brain, "atol": atol, "rtol": rtol,
                   "options": optimize_options})
-    outcome = run_eval(request)
+    outcome = _until_terminated(run_eval, request)
     if as_json:
         emit_json({"out": str(outcome.out), "finished": len(outcome.rows), "selected": outcome.selected,
                    "not_started": outcome.not_started, "summary": outcome.summary})
@@ -100,6 +101,18 @@ def run(app: App, suite: Path, levels: tuple[int, ...], patterns: tuple[str, ...
     click.echo(f"  report:            {outcome.out / 'report.html'}")
     if outcome.not_started:
         click.echo(f"  {len(outcome.not_started)} not started (--stop-after): run again with --resume --out {outcome.out}")
+
+
+def _until_terminated(fn, *args):
+    """SIGTERM as Ctrl-C: the evaluation stops its running problems instead of leaving them behind."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        return fn(*args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _x(value: float | None) -> str:
