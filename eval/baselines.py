@@ -36,9 +36,7 @@ class BaselineSettings:
     compile_modes: tuple[str, ...] = ("default",)
     timeout_s: float = 1200.0  # max-autotune alone can compile for minutes
     memory_limit_mb: int = 32768
-
-    def timing(self) -> dict[str, float]:
-        return {**GPU_TIMING, "cpu_reps": CPU_TIMING_REPS}
+    timing: dict[str, float] = field(default_factory=lambda: {**GPU_TIMING, "cpu_reps": CPU_TIMING_REPS})
 
 
 def _job(workdir: Path, problem_path: Path, candidate_path: Path | None, settings: BaselineSettings,
@@ -52,7 +50,7 @@ def _job(workdir: Path, problem_path: Path, candidate_path: Path | None, setting
            "candidate_path": str(workdir / "model_new.py") if candidate_path is not None else None,
            "device": settings.device, "seed": settings.seed, "trials": settings.trials,
            "tolerances": settings.tolerances, "compile_modes": list(settings.compile_modes),
-           "timing": settings.timing(), "exclude": exclude}
+           "timing": settings.timing, "exclude": exclude}
     path = workdir / f"job-{run}.json"
     path.write_text(json.dumps(job))
     return path, result_path, nonce

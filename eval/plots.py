@@ -32,10 +32,17 @@ def _pyplot():
 
 def _times_axis(axis: Any) -> None:
     """Plain '2x' tick labels on a log-scaled speedup axis."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
     axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
+def _integer_ticks() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
 
 
 def _suffix(representative: bool) -> str:
@@ -85,6 +92,7 @@ def _speedups(ax: Any, rows: list[dict[str, Any]], summary: dict[str, Any], repr
     ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlabel("speedup over eager (log scale)")
     ax.set_ylabel("problems")
+    ax.yaxis.set_major_locator(_integer_ticks())
     ax.set_title("Speedup over eager, correct at 1e-4" + _suffix(representative), fontsize=10)
     ax.legend(fontsize=8)
     return True
@@ -125,8 +133,9 @@ def _scatter(ax: Any, rows: list[dict[str, Any]], summary: dict[str, Any], repre
         ok = [r for r in mine if r.get("correct_strict") and r.get("compile_default_correct_strict")]
         bad = [r for r in mine if r not in ok]
         color = LEVEL_COLORS.get(level, "tab:purple")
-        ax.scatter([r["compile_default_vs_eager"] for r in ok], [r["speedup_eager"] for r in ok], color=color,
-                   s=18, label=_level_label(level))
+        if ok:
+            ax.scatter([r["compile_default_vs_eager"] for r in ok], [r["speedup_eager"] for r in ok], color=color,
+                       s=18, label=_level_label(level))
         if bad:
             ax.scatter([r["compile_default_vs_eager"] for r in bad], [r["speedup_eager"] for r in bad], color=color,
                        marker="x", s=24, label=f"{_level_label(level)}: one side fails 1e-4")
@@ -162,11 +171,9 @@ def _iterations(ax: Any, rows: list[dict[str, Any]], summary: dict[str, Any], re
     longest = max(len(c) for _, c in curves)
     typical = [geomean([c[min(i, len(c) - 1)][1] for _, c in curves]) for i in range(longest)]
     ax.plot(range(longest), typical, color="black", linewidth=2, label="geometric mean over problems")
-    from matplotlib.ticker import MaxNLocator
-
     ax.set_yscale("log")
     _times_axis(ax.yaxis)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(_integer_ticks())
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlabel("attempt of the optimize run")
     ax.set_ylabel("best verified speedup so far")
