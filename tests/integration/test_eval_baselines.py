@@ -4,6 +4,8 @@ path is tested on a GPU, tests/gpu/test_eval_gpu.py: on the CPU inductor compile
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from kskill.eval.baselines import BaselineSettings, run_baselines
@@ -36,3 +38,14 @@ def test_a_problem_whose_reference_crashes_is_reported_as_such(tmp_path):
                            tmp_path / "work")
     assert not result["finished"] and result["error"].startswith("the reference could not be run")
     assert "SIGSEGV" in result["error"]
+
+
+def test_the_worker_imports_only_what_the_gpu_image_has():
+    """torch, triton and the standard library: the packages below are absent where kernels are timed."""
+    absent = ["pydantic", "yaml", "falkordb", "redis", "hiredis", "neo4j", "faiss", "pypdf", "sentence_transformers",
+              "click", "rich", "networkx", "openai"]
+    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in absent)
+            + "import kskill.eval.baseline_worker as w\nprint(sorted(m for m in sys.modules if m.startswith('kskill')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "kskill.agents.reviewer.timing" in done.stdout and "kskill.agents.reviewer.models" not in done.stdout
