@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from kskill.eval.errors import EvalError
-from kskill.eval.problem_run import CHILDREN, EvalSettings, Interrupted, OnState, run_problem
+from kskill.eval.problem_run import EvalSettings, OnState, run_problem
+from kskill.eval.processes import CHILDREN, Interrupted
 from kskill.eval.suite import SuiteProblem
 
 OnRow = Callable[[SuiteProblem, dict[str, Any]], None]

@@ -31,17 +31,12 @@ from typing import Any
 
 from kskill.agents.reviewer.backend_rules import check_triton_backend
 from kskill.eval.baselines import BaselineSettings, run_baselines
+from kskill.eval.processes import CHILDREN, launcher_argv, signal_group
 from kskill.eval.roofline import roofline_in_subprocess
 from kskill.eval.suite import SuiteProblem
 
 OnState = Callable[[str, str, float | None], None]  # (problem id, state, best speedup so far)
 PROGRESS_LINE = re.compile(r"\[\s*(\d+)/(\d+)\].*best ([0-9.]+)x")
-# Started in front of optimize: asks Linux to SIGKILL the process when the evaluation that started it
-# dies (PR_SET_PDEATHSIG, kept across exec), so a killed evaluation leaves no optimize run behind.
-DIE_WITH_PARENT = ("import ctypes, os, sys\n"
-                   "ctypes.CDLL(None, use_errno=True).prctl(1, 9)\n"
-                   "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
-                   "os.execv(sys.argv[2], sys.argv[2:])")
 
 
 @dataclass(frozen=True)
@@ -103,74 +98,6 @@ def _command(argv: list[str]) -> str:
 
 # ------------------------------------------------------------------------------ optimize
 
-class ChildProcesses:
-    """The processes of problems in flight, so an interrupted evaluation can stop them: optimize
-    processes by their Popen, sandboxed baseline workers by the folder they run in."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen] = set()
-        self._folders: set[Path] = set()
-        self.stopping = threading.Event()  # set once: no problem starts a new step after it
-
-    def add(self, item: subprocess.Popen | Path) -> None:
-        with self._lock:
-            (self._folders if isinstance(item, Path) else self._procs).add(item)
-
-    def discard(self, item: subprocess.Popen | Path) -> None:
-        with self._lock:
-            (self._folders if isinstance(item, Path) else self._procs).discard(item)
-
-    def stop_all(self) -> None:
-        """SIGINT first, so optimize stops its own review workers; SIGKILL what is left after 10 s."""
-        self.stopping.set()
-        with self._lock:
-            procs, folders = list(self._procs), list(self._folders)
-        for folder in folders:
-            _kill_sessions_in(folder)
-        for proc in procs:
-            _signal_group(proc, signal.SIGINT)
-        deadline = time.monotonic() + 10
-        for proc in procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-
-
-def _kill_sessions_in(folder: Path) -> None:
-    """Kill the process group of every process of ours whose working directory is `folder`:
-    run_sandboxed starts its worker there, in a session of its own (Linux /proc)."""
-    target = str(folder.resolve())
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.readlink(entry / "cwd") == target:
-                os.killpg(os.getpgid(int(entry.name)), signal.SIGKILL)
-        except OSError:  # gone already, or not ours to read
-            continue
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-CHILDREN = ChildProcesses()
-
-
-class Interrupted(Exception):
-    """The evaluation is stopping: this problem gets no row and runs again on --resume."""
-
-
-def _not_stopping() -> None:
-    if CHILDREN.stopping.is_set():
-        raise Interrupted()
-
-
 def run_optimize(problem: SuiteProblem, settings: EvalSettings, run_dir: Path, env: dict[str, str],
                  on_state: OnState) -> tuple[dict[str, Any] | None, str, float]:
     """(optimize's JSON summary or None, the error if any, wall seconds); stderr goes to optimize.log."""
@@ -179,12 +106,10 @@ def run_optimize(problem: SuiteProblem, settings: EvalSettings, run_dir: Path, e
     started = time.monotonic()
     with open(log_path, "w") as log:
         log.write(" ".join(argv) + "\n")
-        if sys.platform == "linux":
-            argv = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *argv]
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        proc = subprocess.Popen(launcher_argv(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         CHILDREN.add(proc)
-        timer = threading.Timer(settings.optimize_timeout_s(), _signal_group, (proc, signal.SIGKILL))
+        timer = threading.Timer(settings.optimize_timeout_s(), signal_group, (proc, signal.SIGKILL))
         timer.start()
         stdout: list[str] = []
         reader = threading.Thread(target=lambda: stdout.append(proc.stdout.read()), daemon=True)
@@ -224,65 +149,84 @@ def _median(baseline: dict[str, Any], name: str) -> float | None:
     return stats["median_ms"] if stats else None
 
 
-def compose_row(problem: SuiteProblem, settings: EvalSettings, summary: dict[str, Any] | None, optimize_error: str,
-                baseline: dict[str, Any], module_source: str | None, roof_ms: float | None,
-                roof_facts: dict[str, Any]) -> dict[str, Any]:
-    """One problem's results as a flat row (CSV) plus a few nested details (JSON only)."""
-    row: dict[str, Any] = {"problem": problem.id, "level": problem.level, "name": problem.name}
-    contenders = baseline.get("contenders", {})
+def _kskill_fields(settings: EvalSettings, summary: dict[str, Any] | None, baseline: dict[str, Any]) -> dict[str, Any]:
+    """The returned module's time and correctness at each tolerance."""
+    kskill = baseline.get("contenders", {}).get("kskill", {})
     returned_reference = summary is not None and not summary.get("beats_reference")
     eager_ms = _median(baseline, "eager")
-    kskill = contenders.get("kskill", {})
+    labels = settings.baselines.tolerances
     if not baseline.get("finished"):  # nothing was checked in this evaluation
-        kskill_ms, correct = None, {label: False for label in settings.baselines.tolerances}
+        kskill_ms, correct = None, {label: False for label in labels}
     elif returned_reference:  # model_new.py is the reference itself: its kernels and its time are eager's
-        kskill_ms, correct = eager_ms, {label: True for label in settings.baselines.tolerances}
+        kskill_ms, correct = eager_ms, {label: True for label in labels}
     else:
         kskill_ms = _median(baseline, "kskill") if kskill.get("built") else None
-        correct = {label: bool(kskill.get("built") and kskill.get("correct", {}).get(label))
-                   for label in settings.baselines.tolerances}
-    row.update(returned_reference=returned_reference, eager_ms=eager_ms, kskill_ms=kskill_ms,
-               **{f"correct_{label}": ok for label, ok in correct.items()},
-               kskill_error=kskill.get("error") or kskill.get("message") or "")
-    row["speedup_eager"] = eager_ms / kskill_ms if eager_ms and kskill_ms else None
+        correct = {label: bool(kskill.get("built") and kskill.get("correct", {}).get(label)) for label in labels}
+    return {"returned_reference": returned_reference, "eager_ms": eager_ms, "kskill_ms": kskill_ms,
+            **{f"correct_{label}": ok for label, ok in correct.items()},
+            "speedup_eager": eager_ms / kskill_ms if eager_ms and kskill_ms else None,
+            "kskill_error": kskill.get("error") or kskill.get("message") or ""}
+
+
+def _compile_fields(settings: EvalSettings, baseline: dict[str, Any], eager_ms: float | None,
+                    kskill_ms: float | None) -> dict[str, Any]:
+    """Each torch.compile mode's time, correctness at each tolerance, and the speedups against it."""
+    fields: dict[str, Any] = {}
     for mode in settings.compile_modes:
         name = f"compile_{mode}"
-        entry, ms = contenders.get(name, {}), _median(baseline, name)
-        row[f"{name}_ms"] = ms
+        entry, ms = baseline.get("contenders", {}).get(name, {}), _median(baseline, name)
+        fields[f"{name}_ms"] = ms
         for label in settings.baselines.tolerances:
-            row[f"{name}_correct_{label}"] = bool(entry.get("built") and entry.get("correct", {}).get(label))
-        row[f"{name}_vs_eager"] = eager_ms / ms if eager_ms and ms else None
-        row[f"speedup_{name}"] = ms / kskill_ms if ms and kskill_ms else None
-        row[f"{name}_error"] = entry.get("error") or entry.get("message") or ""
-    row["roofline_ms"] = roof_ms
-    row["roofline_fraction"] = roof_ms / kskill_ms if roof_ms and kskill_ms else None
-    row["eager_roofline_fraction"] = roof_ms / eager_ms if roof_ms and eager_ms else None
-    row.update({k: roof_facts.get(k) for k in ("flops", "bytes_moved", "dtype")})
-    verdict = check_triton_backend(module_source) if module_source is not None else None
-    row["kb_triton_rules"] = verdict.passed if verdict else None
-    row["kb_rule_errors"] = "; ".join(map(str, verdict.errors)) if verdict else ""
-    row["kb_rule_warnings"] = "; ".join(map(str, verdict.warnings)) if verdict else ""
+            fields[f"{name}_correct_{label}"] = bool(entry.get("built") and entry.get("correct", {}).get(label))
+        fields[f"{name}_vs_eager"] = eager_ms / ms if eager_ms and ms else None
+        fields[f"speedup_{name}"] = ms / kskill_ms if ms and kskill_ms else None
+        fields[f"{name}_error"] = entry.get("error") or entry.get("message") or ""
+    return fields
+
+
+def _optimize_fields(summary: dict[str, Any] | None) -> dict[str, Any]:
+    """What optimize's JSON summary says: its own best speedup, iterations, techniques, tokens."""
     s = summary or {}
     usage = s.get("usage") or {}
-    row.update(optimize_speedup=s.get("best_speedup"), iterations_to_best=s.get("best_attempt"),
-               reviewed=s.get("reviewed"), techniques="+".join(s.get("best_techniques") or []),
-               stop_reason=s.get("stop_reason"), tokens=usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
-               if usage else None, cost_usd=usage.get("cost_usd"), run_id=s.get("run"))
-    timing = baseline.get("timing") or {}
-    row["timings_representative"] = bool(timing.get("representative"))
-    row["l2_flush_bytes"] = timing.get("l2_flush_bytes")
-    row["trajectory"] = [{"n": t["n"], "speedup": t.get("speedup"), "status": t.get("status")}
-                         for t in s.get("trajectory", [])]
-    versions = baseline.get("versions") or (baseline.get("partial") or {}).get("versions") or {}
-    row.update(gpu=versions.get("device_name"), torch=versions.get("torch"), triton=versions.get("triton"))
+    return {"optimize_speedup": s.get("best_speedup"), "iterations_to_best": s.get("best_attempt"),
+            "reviewed": s.get("reviewed"), "techniques": "+".join(s.get("best_techniques") or []),
+            "stop_reason": s.get("stop_reason"), "run_id": s.get("run"),
+            "tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0) if usage else None,
+            "cost_usd": usage.get("cost_usd"),
+            "trajectory": [{"n": t["n"], "speedup": t.get("speedup"), "status": t.get("status")}
+                           for t in s.get("trajectory", [])]}
+
+
+def _status_fields(optimize_error: str, baseline: dict[str, Any]) -> dict[str, Any]:
     errors = [("optimize", optimize_error)] if optimize_error else []
     if not baseline.get("finished"):
         errors.append(("baselines", baseline.get("error", "the baseline worker did not finish")))
     elif baseline.get("timing_error"):
         errors.append(("timing", baseline["timing_error"]))
-    row["status"] = "failed" if errors else "done"
-    row["stage"] = ",".join(stage for stage, _ in errors)
-    row["error"] = " | ".join(message for _, message in errors)[:1000]
+    return {"status": "failed" if errors else "done", "stage": ",".join(stage for stage, _ in errors),
+            "error": " | ".join(message for _, message in errors)[:1000]}
+
+
+def compose_row(problem: SuiteProblem, settings: EvalSettings, summary: dict[str, Any] | None, optimize_error: str,
+                baseline: dict[str, Any], module_source: str | None, roof_ms: float | None,
+                roof_facts: dict[str, Any]) -> dict[str, Any]:
+    """One problem's results as a flat row (CSV) plus a few nested details (JSON only)."""
+    row: dict[str, Any] = {"problem": problem.id, "level": problem.level, "name": problem.name}
+    row.update(_kskill_fields(settings, summary, baseline))
+    row.update(_compile_fields(settings, baseline, row["eager_ms"], row["kskill_ms"]))
+    row.update(roofline_ms=roof_ms, roofline_fraction=roof_ms / row["kskill_ms"] if roof_ms and row["kskill_ms"] else None,
+               eager_roofline_fraction=roof_ms / row["eager_ms"] if roof_ms and row["eager_ms"] else None,
+               **{k: roof_facts.get(k) for k in ("flops", "bytes_moved", "dtype")})
+    verdict = check_triton_backend(module_source) if module_source is not None else None
+    row.update(kb_triton_rules=verdict.passed if verdict else None,
+               kb_rule_errors="; ".join(map(str, verdict.errors)) if verdict else "",
+               kb_rule_warnings="; ".join(map(str, verdict.warnings)) if verdict else "")
+    row.update(_optimize_fields(summary))
+    timing = baseline.get("timing") or {}
+    versions = baseline.get("versions") or (baseline.get("partial") or {}).get("versions") or {}
+    row.update(timings_representative=bool(timing.get("representative")), l2_flush_bytes=timing.get("l2_flush_bytes"),
+               gpu=versions.get("device_name"), torch=versions.get("torch"), triton=versions.get("triton"))
+    row.update(_status_fields(optimize_error, baseline))
     return row
 
 
@@ -298,7 +242,7 @@ def run_problem(problem: SuiteProblem, settings: EvalSettings, work_dir: Path, g
     summary, optimize_error, optimize_s = run_optimize(problem, settings, work_dir / "run", env, on_state)
     model_new = work_dir / "run" / "model_new.py"
     candidate = model_new if summary is not None and summary.get("beats_reference") and model_new.is_file() else None
-    _not_stopping()
+    CHILDREN.raise_if_stopping()
     on_state(problem.id, "baselines", summary.get("best_speedup") if summary else None)
     started_baselines = time.monotonic()
     CHILDREN.add(work_dir / "baseline")
@@ -308,7 +252,7 @@ def run_problem(problem: SuiteProblem, settings: EvalSettings, work_dir: Path, g
     finally:
         CHILDREN.discard(work_dir / "baseline")
     baseline_s = time.monotonic() - started_baselines
-    _not_stopping()
+    CHILDREN.raise_if_stopping()
     roof_ms, roof_facts = roofline_in_subprocess(problem.path, (baseline.get("versions") or {}).get("device_name", "cpu"))
     source = model_new.read_text(encoding="utf-8") if summary is not None and model_new.is_file() else None
     row = compose_row(problem, settings, summary, optimize_error, baseline, source, roof_ms, roof_facts)
