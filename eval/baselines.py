@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kskill.agents.reviewer.review import CUDA_PROBE
-from kskill.agents.reviewer.sandbox import SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed
+from kskill.agents.reviewer.sandbox import (
+    SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed, workspace_environment)
 
 WORKER_MODULE = "kskill.eval.baseline_worker"
 MAX_RUNS = 4  # the first run and up to three without a contender that killed it
@@ -79,8 +81,19 @@ def _death(outcome: SandboxOutcome, data: dict[str, Any] | None, settings: Basel
 
 def run_baselines(problem_path: Path, candidate_path: Path | None, settings: BaselineSettings, workdir: Path,
                   extra_env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The worker's result; `crashed` maps each contender left out after killing a worker to why."""
+    """The worker's result; `crashed` maps each contender left out after killing a worker to why.
+    The worker's temp and compiler-cache folders are removed afterwards; its log and answers stay."""
     workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run_worker(problem_path, candidate_path, settings, workdir, extra_env)
+    finally:
+        for name, folder in workspace_environment(workdir).items():
+            if name.endswith(("DIR", "PATH")):
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_worker(problem_path: Path, candidate_path: Path | None, settings: BaselineSettings, workdir: Path,
+                extra_env: dict[str, str] | None) -> dict[str, Any]:
     env = dict(extra_env or {})
     if settings.device == "cpu":
         env["TRITON_INTERPRET"] = "1"

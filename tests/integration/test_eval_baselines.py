@@ -22,6 +22,8 @@ def test_a_module_that_segfaults_is_left_out_and_eager_still_gets_its_timing(tmp
     assert "SIGSEGV" in result["crashed"]["kskill"]
     assert not result["contenders"]["kskill"]["built"] and "crashed the worker" in result["contenders"]["kskill"]["error"]
     assert set(result["timing"]["stats"]) == {"eager"} and not result["timing"]["representative"]
+    left = sorted(p.name for p in (tmp_path / "work").iterdir())
+    assert "worker.log" in left and not {"tmp", "triton_cache", "inductor_cache"} & set(left), left
 
 
 def test_a_wrong_module_fails_both_tolerances_with_the_reason(tmp_path):
