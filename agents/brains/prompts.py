@@ -6,9 +6,9 @@ far, the latest review or failure with its log, then the problem and the code to
 The model writes code; it does not choose what to do.
 
 Each prompt has a token budget (PromptBudget). Without the model's tokenizer the count is
-an estimate that errs high. When a prompt is over, the sections that can lose text lose it
-from the middle, in a fixed order (log, review, trajectory, evidence, playbook), keeping
-their heads and tails; the problem and the code are never cut, and a prompt that still does
+an estimate that errs high. When a prompt is over, the sections that can lose text (log,
+review, trajectory, evidence, playbook) lose it from the middle, each in proportion to its
+length, keeping their heads and tails; the problem and the code are never cut, and a prompt that still does
 not fit raises PromptTooLong. The same task gives byte-identical messages (the response
 cache's key depends on it).
 """
@@ -92,7 +92,7 @@ Failing candidate (repair attempt {attempt}):
 {code}
 ```"""
 
-# Sections that may lose text when a prompt is over budget, the first cut first.
+# Sections that may lose text when a prompt is over budget.
 CUT_ORDER = ("log", "review", "trajectory", "evidence", "playbook")
 
 
@@ -128,7 +128,8 @@ def truncate_middle(text: str, max_chars: int) -> str:
     if "\n" in tail[:-1]:
         tail = tail[tail.index("\n") + 1:]
     cut = text[len(head):len(text) - len(tail)]
-    return f"{head}[... {cut.count(chr(10)) + 1} lines, {len(cut)} characters cut from the middle ...]\n{tail}"
+    lines = cut.count("\n") + (0 if cut.endswith("\n") else 1)
+    return f"{head}[... {lines} lines, {len(cut)} characters cut from the middle ...]\n{tail}"
 
 
 def trajectory_table(steps: tuple[TrajectoryStep, ...]) -> str:
@@ -177,15 +178,17 @@ def _fit(kind: str, template: str, fields: dict[str, str], budget: PromptBudget)
     def messages() -> list[dict[str, str]]:
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": template.format(**fields)}]
 
+    full = {name: fields[name] for name in CUT_ORDER if name in fields}
+    for _ in range(3):  # a cut adds a marker line; a second pass absorbs it
+        over_chars = math.ceil((budget.tokens_of(messages()) - budget.max_tokens) * budget.chars_per_token)
+        if over_chars <= 0:
+            return messages()
+        spare = {name: len(fields[name]) - MIN_SECTION_CHARS for name in full if len(fields[name]) > MIN_SECTION_CHARS}
+        total = sum(spare.values())
+        for name, room in spare.items():  # each cuttable section gives up its share of the excess
+            share = math.ceil(over_chars * room / total) if total > over_chars else room
+            fields[name] = truncate_middle(full[name], max(MIN_SECTION_CHARS, len(fields[name]) - share))
     over = budget.tokens_of(messages()) - budget.max_tokens
-    for name in CUT_ORDER:
-        if over <= 0:
-            break
-        if name not in fields or len(fields[name]) <= MIN_SECTION_CHARS:
-            continue
-        target = max(MIN_SECTION_CHARS, len(fields[name]) - math.ceil(over * budget.chars_per_token))
-        fields[name] = truncate_middle(fields[name], target)
-        over = budget.tokens_of(messages()) - budget.max_tokens
     if over > 0:
         raise PromptTooLong(f"the {kind} prompt needs about {budget.max_tokens + over} tokens, over its budget of "
                             f"{budget.max_tokens} even with its log, review, trajectory, evidence and playbook cut: "
