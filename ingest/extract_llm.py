@@ -67,6 +67,15 @@ one-sentence description. Quote the sentence that states the claim exactly as wr
 says; return {"claims": []} when it says nothing of this kind. Answer with JSON only."""
 
 
+class AnswerError(ExtractionError):
+    """The LLM's answer is unusable; `reason` says how: bad_json, truncated_json, schema, or how the
+    endpoint failed (timeout, rate_limit, server_error, connection, bad_response, refused)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 class LLMExtractor:
     """Claims from a document by an LLM. `endpoint` answers `complete(messages, response_format=...)`
     with a reply that has `text` and `truncated` (kskill.agents.brains.ChatEndpoint: the brain's
@@ -98,8 +107,8 @@ class LLMExtractor:
                 [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
                 response_format={"type": "json_schema", "json_schema": {"name": "claims", "schema": SCHEMA}})
         except Exception as exc:  # the endpoint's errors say how it failed (timeout, rate_limit, refused, ...)
-            raise ExtractionError(f"the LLM endpoint failed ({getattr(exc, 'reason', 'error')}): "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            reason = getattr(exc, "reason", "endpoint_error")
+            raise AnswerError(f"the LLM endpoint failed ({reason}): {type(exc).__name__}: {exc}", reason) from exc
         return parse_answer(reply.text, reply.truncated)
 
     def _claim(self, doc: Document, chunk: list[Sentence], out: ClaimOut) -> Claim | None:
@@ -172,12 +181,13 @@ def parse_answer(content: str, truncated: bool = False) -> Answer:
         data = json.loads(text)
     except ValueError as exc:
         reason = "truncated_json" if truncated or _cut_off(text, exc) else "bad_json"
-        raise ExtractionError(f"the LLM's answer is not whole JSON ({reason}): {exc}; it began "
-                              f"{content[:80]!r}") from exc
+        raise AnswerError(f"the LLM's answer is not whole JSON ({reason}): {exc}; it began {content[:80]!r}",
+                          reason) from exc
     try:
         return Answer.model_validate(data)
     except ValidationError as exc:
-        raise ExtractionError(f"the LLM's answer does not fit the claim schema (schema): {str(exc)[:300]}") from exc
+        raise AnswerError(f"the LLM's answer does not fit the claim schema (schema): {str(exc)[:300]}",
+                          "schema") from exc
 
 
 def _cut_off(text: str, exc: ValueError) -> bool:
