@@ -5,9 +5,10 @@ and what became of each: usable, or which classified failure; and whether anythi
     python -m kskill.eval.llm_replies --replies 10 --json replies.json
     python -m kskill.eval.llm_replies --no-review        # skip reviewing the usable candidates
 
-The tasks are the loop's own: seed, optimize (the built-in skill base's playbooks and evidence,
-through the Optimizer) and repair tasks over the bundled examples, and extraction of claims
-from the skill base's own technique texts, every prompt different (so no reply is a repeat).
+The tasks are the loop's own, taken in turn: seed, optimize (the built-in skill base's playbooks
+and evidence, through the Optimizer, on the recipe brain's seed) and repair tasks over the
+bundled examples, and extraction of claims from each technique's own text, every prompt
+different (so no reply is a repeat).
 The brain runs without its fallback here, so every failed reply shows as a failure. A usable
 candidate is then reviewed on the CPU (Triton's interpreter), where the Reviewer classifies it.
 A crash is any exception that is not a classified failure; a hang is a reply that took longer
@@ -121,41 +122,63 @@ TECHNIQUES = ("kernel_fusion", "vectorized_access", "autotune_launch", "online_s
 
 
 def _tasks(store, brain, endpoint, home: Path) -> Iterator[tuple[str, str, Callable[[], Any]]]:
-    """Distinct tasks, cycling kinds and problems so any prefix mixes them."""
-    from kskill.agents.brains import Draft, RecipeBrain, RepairTask, SeedTask, TrajectoryStep
+    """Distinct tasks, the four kinds taken in turn so that any prefix mixes them."""
+    from kskill.agents.brains import RecipeBrain, SeedTask
     from kskill.agents.optimizer import Optimizer
-    from kskill.agents.planner import Plan
     from kskill.agents.problem import load_problem
 
-    recipes, optimizer = RecipeBrain(), Optimizer(brain, store)
     problems = {name: load_problem(_example(name)) for name in EXAMPLES}
+    recipes = RecipeBrain()
     seeds = {name: recipes.seed(SeedTask(p.source, name)) for name, p in problems.items()}
-    extract = _extraction_tasks(store, endpoint, home)
-    for round_ in range(len(TECHNIQUES) + 2):
-        for i, name in enumerate(EXAMPLES):
-            problem, parent = problems[name], seeds[name]
-            task = SeedTask(problem.source, name)
-            if round_ == 0:
-                yield "seed", name, (lambda t=task: brain.seed(t))
-                continue
-            technique = TECHNIQUES[(round_ + i) % len(TECHNIQUES)]
-            steps = tuple(TrajectoryStep(k, "optimize" if k else "seed", TECHNIQUES[k % 7] if k else None,
-                                         "verified", 1.0 + k / 10) for k in range(round_))
-            if (round_ + i) % 3 == 0:
-                repair = RepairTask(problem.source, name, Draft(parent.source, parent.techniques), "compile",
-                                    f"CompilationError in attempt {round_}", REPAIR_LOG,
-                                    ("fp_block_too_large: halve BLOCK_SIZE",), ("reduce_block_size",), steps, 1)
-                yield "repair", name, (lambda t=repair: brain.repair(t))
-            elif (round_ + i) % 3 == 1:
-                yield "extract", name, next(extract)
+    kinds = [_seed_tasks(brain, problems), _optimize_tasks(Optimizer(brain, store), brain, problems, seeds),
+             _repair_tasks(brain, problems, seeds), _extraction_tasks(store, endpoint, home)]
+    while kinds:
+        for kind in list(kinds):
+            task = next(kind, None)
+            if task is None:
+                kinds.remove(kind)
             else:
-                plan = Plan(f"survey-{round_}-{name}", "rule", f"memory_bandwidth matched; {technique} ranked first",
-                            technique, "memory_bandwidth", [], [], [], {})
-                t = optimizer.task(problem, parent, plan, steps, "passed on cpu (not representative)")
-                yield "optimize", name, (lambda t=t: brain.optimize(t))
+                yield task
 
 
-def _extraction_tasks(store, endpoint, home: Path) -> Iterator[Callable[[], Any]]:
+def _seed_tasks(brain, problems) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+    from kskill.agents.brains import SeedTask
+
+    for name, problem in problems.items():
+        yield "seed", name, (lambda t=SeedTask(problem.source, name): brain.seed(t))
+
+
+def _history(length: int) -> tuple:
+    from kskill.agents.brains import TrajectoryStep
+
+    return tuple(TrajectoryStep(k, "optimize" if k else "seed", TECHNIQUES[k % len(TECHNIQUES)] if k else None,
+                                "verified", 1.0 + k / 10) for k in range(length))
+
+
+def _optimize_tasks(optimizer, brain, problems, seeds) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+    from kskill.agents.planner import Plan
+
+    for round_, technique in enumerate(TECHNIQUES):
+        for name, problem in problems.items():
+            plan = Plan(f"survey-{technique}-{name}", "rule", f"memory_bandwidth matched; {technique} ranked first",
+                        technique, "memory_bandwidth", [], [], [], {})
+            task = optimizer.task(problem, seeds[name], plan, _history(round_ + 1), "passed on cpu (not representative)")
+            yield "optimize", name, (lambda t=task: brain.optimize(t))
+
+
+def _repair_tasks(brain, problems, seeds) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+    from kskill.agents.brains import Draft, RepairTask
+
+    for attempt in (1, 2):
+        for name, problem in problems.items():
+            task = RepairTask(problem.source, name, Draft(seeds[name].source, seeds[name].techniques), "compile",
+                              "CompilationError: BLOCK_SIZE 8192 is out of resources", REPAIR_LOG,
+                              ("fp_block_too_large: halve BLOCK_SIZE",), ("reduce_block_size",), _history(attempt),
+                              attempt)
+            yield "repair", name, (lambda t=task: brain.repair(t))
+
+
+def _extraction_tasks(store, endpoint, home: Path) -> Iterator[tuple[str, str, Callable[[], Any]]]:
     """Claims extracted from each technique's own description and playbook, one document each."""
     from kskill.graph_schema import ingest_queries, queries
     from kskill.ingest.extract_llm import LLMExtractor
@@ -166,12 +189,12 @@ def _extraction_tasks(store, endpoint, home: Path) -> Iterator[Callable[[], Any]
     extractor = LLMExtractor(endpoint, nodes, metrics)
     folder = home / "documents"
     folder.mkdir(parents=True, exist_ok=True)
-    for technique in [n["id"] for n in nodes if n["kind"] == "Technique"] * 4:
+    for technique in [n["id"] for n in nodes if n["kind"] == "Technique"]:
         props = store.run(queries.NODE_BY_ID, {"id": technique})[0]["props"]
-        path = folder / f"{technique}-{len(list(folder.iterdir()))}.md"
+        path = folder / f"{technique}.md"
         path.write_text(f"# {props.get('name', technique)}\n\n{props.get('description', '')}\n\n"
                         f"{props.get('playbook', '')}\n")
-        yield lambda p=path: extractor.extract(load_document(p))
+        yield "extract", technique, (lambda p=path: extractor.extract(load_document(p)))
 
 
 def summarise(outcomes: list[Outcome]) -> dict[str, Any]:

@@ -67,6 +67,9 @@ one-sentence description. Quote the sentence that states the claim exactly as wr
 says; return {"claims": []} when it says nothing of this kind. Answer with JSON only."""
 
 
+ANSWER_FAILURES = ("bad_json", "truncated_json", "schema")  # besides the endpoint's own failures
+
+
 class AnswerError(ExtractionError):
     """The LLM's answer is unusable; `reason` says how: bad_json, truncated_json, schema, or how the
     endpoint failed (timeout, rate_limit, server_error, connection, bad_response, refused)."""

@@ -105,6 +105,12 @@ REPLY_FAILURES = {
 }
 
 
+# How a call to the endpoint can fail, each a `reason` of BrainUnavailable (the first five,
+# retried first) or of EndpointRefused; endpoint_down: not called after repeated failures.
+ENDPOINT_FAILURES = ("timeout", "rate_limit", "server_error", "connection", "bad_response", "refused",
+                     "endpoint_down")
+
+
 @dataclass(frozen=True)
 class Fallback:
     """Why the LLM did not write this candidate: its reply (or its endpoint) failed in a
