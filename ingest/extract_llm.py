@@ -25,6 +25,7 @@ from .segment import Sentence, sentences
 log = logging.getLogger(__name__)
 
 CHUNK_CHARS = 6000
+MIN_CHUNK_CHARS = 600  # below this a chunk is too short to state a claim with its context
 
 
 class EntityOut(BaseModel):
@@ -87,12 +88,15 @@ class LLMExtractor:
     name = "llm"
 
     def __init__(self, endpoint: Any, nodes: Iterable[Mapping[str, str]], metrics: Sequence[str],
-                 chunk_chars: int = CHUNK_CHARS):
+                 chunk_chars: int = CHUNK_CHARS, prompt_chars: int | None = None):
         self.endpoint = endpoint
         self.nodes = list(nodes)
         self.known = {n["id"]: n["kind"] for n in self.nodes}
         self.metrics = set(metrics)
         self.chunk_chars = chunk_chars
+        if prompt_chars is not None:  # a small context: the text gets what the instructions leave
+            room = prompt_chars - len(SYSTEM) - len(self._user(""))
+            self.chunk_chars = max(MIN_CHUNK_CHARS, min(chunk_chars, room))
 
     def extract(self, doc: Document) -> list[Claim]:
         claims: list[Claim] = []
@@ -101,10 +105,12 @@ class LLMExtractor:
             claims.extend(c for c in (self._claim(doc, chunk, out) for out in answer.claims) if c is not None)
         return merge_claims(claims)
 
-    def _ask(self, text: str) -> Answer:
+    def _user(self, text: str) -> str:
         known = "\n".join(f"- {n['kind']} {n['id']}: {n['name']}" for n in self.nodes)
-        user = (f"Known entities:\n{known}\n\nMetric vocabulary: {', '.join(sorted(self.metrics))}\n\n"
-                f"Text:\n{text}")
+        return f"Known entities:\n{known}\n\nMetric vocabulary: {', '.join(sorted(self.metrics))}\n\nText:\n{text}"
+
+    def _ask(self, text: str) -> Answer:
+        user = self._user(text)
         try:
             reply = self.endpoint.complete(
                 [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],

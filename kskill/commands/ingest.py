@@ -66,14 +66,15 @@ def ingest(app: App, paths: tuple[Path, ...], include: tuple[str, ...], exclude:
 def _llm_extractor(app: App, store):
     from kskill.graph_schema import ingest_queries
     from kskill.ingest.extract_llm import LLMExtractor
-    from kskill.llm_settings import llm_endpoint
+    from kskill.llm_settings import llm_endpoint, llm_options
 
     s = app.settings
     if not s.llm_model:
         raise ConfigError("--brain llm needs an endpoint: set OPENAI_BASE_URL, OPENAI_API_KEY and KSKILL_LLM_MODEL")
     nodes = store.run(ingest_queries.SKILL_NODES)
     metrics = [r["id"] for r in store.run(ingest_queries.METRIC_NAMES)]
-    return LLMExtractor(llm_endpoint(s), nodes, metrics)
+    budget = llm_options(s).prompt_budget
+    return LLMExtractor(llm_endpoint(s), nodes, metrics, prompt_chars=int(budget.max_tokens * budget.chars_per_token))
 
 
 def _llm_usage(extractor) -> dict:

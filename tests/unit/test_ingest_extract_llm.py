@@ -11,7 +11,7 @@ import pytest
 
 from kskill.agents.brains import ChatEndpoint, RetryPolicy
 from kskill.ingest.errors import ExtractionError
-from kskill.ingest.extract_llm import SCHEMA, LLMExtractor
+from kskill.ingest.extract_llm import SCHEMA, SYSTEM, LLMExtractor
 from kskill.ingest.loaders import load_document
 
 NODES = [{"id": "memory_bandwidth", "kind": "Bottleneck", "name": "DRAM bandwidth bound"},
@@ -108,3 +108,11 @@ def test_bad_answers_and_endpoint_failures_are_classified_extraction_errors(doc,
 def test_an_answer_cut_at_its_token_limit_is_truncated_json(doc):
     with pytest.raises(ExtractionError, match=r"truncated_json"):
         extractor(ScriptedClient('{"claims": [], "x": ["a", "b"', finish="length")).extract(doc)
+
+
+def test_a_small_context_gets_smaller_chunks(doc):
+    endpoint = ChatEndpoint(ScriptedClient(), "m")
+    roomy = LLMExtractor(endpoint, NODES, ["has_gemm"])
+    small = LLMExtractor(endpoint, NODES, ["has_gemm"], prompt_chars=2500)
+    assert roomy.chunk_chars == 6000 and 600 <= small.chunk_chars < 2500
+    assert len(SYSTEM) + len(small._user("x" * small.chunk_chars)) <= 2500  # the text plus instructions fit
