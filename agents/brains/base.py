@@ -29,7 +29,8 @@ class NoUsableCode(BrainError):
     failure_class = "no_code"
 
     def __init__(self, message: str, reply: str = "", reason: str = "prose"):
-        super().__init__(message)
+        super().__init__(f"{reason}: {message}")  # the class leads, in the trajectory and the report
+        self.detail = message
         self.reply = reply
         self.reason = reason
 

@@ -58,7 +58,8 @@ def screen_reply(reply: str, truncated: bool = False) -> str:
         code = extract_code(reply)
     except NoUsableCode as exc:
         if truncated and exc.reason != "empty":
-            raise NoUsableCode(f"the reply was cut off at its token limit: {exc}", reply, reason="truncated") from exc
+            raise NoUsableCode(f"the reply was cut off at its token limit ({exc.detail})", reply,
+                               reason="truncated") from exc
         raise
     from kskill.agents.reviewer.static_checks import check_source
 
