@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,8 @@ class LlmBrain:
 
     def __init__(self, client: Any, model: str, *, cache_dir: Path | None = None, budget: LlmBudget = LlmBudget(),
                  retry: RetryPolicy = RetryPolicy(), temperature: float = 0.0, max_completion_tokens: int = 8192,
-                 prompt_budget: prompts.PromptBudget = prompts.PromptBudget(), fallback: Brain | None = None, sleep: Callable[[float], None] = time.sleep):
+                 prompt_budget: prompts.PromptBudget = prompts.PromptBudget(), fallback: Brain | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
         self.endpoint = ChatEndpoint(client, model, cache_dir=cache_dir, budget=budget, retry=retry,
                                      temperature=temperature, max_reply_tokens=max_completion_tokens, sleep=sleep)
         self.prompt_budget = prompt_budget
@@ -104,5 +106,4 @@ class LlmBrain:
         log.info("%s: the LLM's reply failed (%s); the %s brain wrote this candidate", task, reason, self.fallback.name)
         marked = Fallback(brain=self.fallback.name, reason=reason, message=str(exc),
                           reply=getattr(exc, "reply", ""))
-        return Draft(source=draft.source, techniques=draft.techniques, params=draft.params, notes=draft.notes,
-                     fallback=marked)
+        return replace(draft, fallback=marked)

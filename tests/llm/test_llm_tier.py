@@ -19,7 +19,7 @@ from kskill.cli import cli
 from kskill.eval.llm_replies import summarise, survey
 from kskill.ingest.extract_llm import ANSWER_FAILURES
 
-pytestmark = pytest.mark.llm
+pytestmark = [pytest.mark.llm, pytest.mark.timeout(900)]  # a hang fails, it does not stall CI
 
 EXAMPLE = Path(kskill.__file__).parent / "examples" / "pointwise_chain.py"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"

@@ -28,7 +28,7 @@ from kskill.run_state import LoopConfig
 from kskill.session import start
 from kskill.trajectory import Trajectory
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(600)]
 
 GOOD = """import torch
 import torch.nn as nn
