@@ -12,7 +12,7 @@ import pytest
 from kskill.eval.llm_server import LocalServer, ServerUnavailable, start_server
 
 CONTEXT_TOKENS = 4096
-REPLY_TOKENS = 320  # few tokens per reply: the tier's time is mostly generation
+REPLY_TOKENS = 128  # few tokens per reply: the tier's time is mostly the model's
 
 
 @pytest.fixture(scope="session")

@@ -53,7 +53,7 @@ def _cli(args: list[str]) -> dict:
 
 def test_optimize_runs_end_to_end_and_a_re_run_hits_the_response_cache(llm_env, tmp_path, monkeypatch):
     monkeypatch.setenv("KSKILL_HOME", str(tmp_path / "home"))
-    args = ["optimize", str(EXAMPLE), "--brain", "llm", "--iterations", "3", "--trials", "1", "--device", "cpu",
+    args = ["optimize", str(EXAMPLE), "--brain", "llm", "--iterations", "2", "--trials", "1", "--device", "cpu",
             "--retrieval", "lexical", "--json"]
     try:
         first = _cli([*args, "--out", str(tmp_path / "first")])
@@ -102,10 +102,11 @@ def test_ingest_runs_end_to_end(llm_env, tmp_path, monkeypatch):
     assert usage["calls"] == 1 and usage["prompt_tokens"] > 0
 
 
-def test_real_replies_end_classified_with_no_crash_and_no_hang(llm_server, tmp_path):
-    outcomes = survey(llm_server.environment(), tmp_path / "home", 6, review=False, reply_tokens=256,
+def test_real_replies_end_classified_with_no_crash_and_no_hang(llm_server, llm_env, tmp_path):
+    outcomes = survey(llm_server.environment(), tmp_path / "home", 4, review=False,
+                      reply_tokens=int(llm_env["KSKILL_LLM_REPLY_TOKENS"]),
                       context_tokens=llm_server.context_tokens)
     summary = summarise(outcomes)
-    assert summary["replies"] == 6 and summary["crashes"] == 0 and summary["hangs"] == 0
+    assert summary["replies"] == 4 and summary["crashes"] == 0 and summary["hangs"] == 0
     assert set(summary["outcomes"]) <= CLASSIFIED, summary
     assert {o.task for o in outcomes} >= {"seed", "optimize", "repair", "extract"}
