@@ -155,7 +155,7 @@ class Submit(Node):
             n=state.next_n(), kind=self.kind, code_hash=digest, source=self.draft.source,
             techniques=self.draft.techniques, params=self.draft.params, parent=self.parent,
             technique=self.plan.selected if self.plan else None, bottleneck=self.plan.bottleneck if self.plan else None,
-            decision=self.plan.id if self.plan else None, usage=ctx.state.last_usage)
+            decision=self.plan.id if self.plan else None, usage=ctx.state.last_usage, fallback=self.draft.fallback)
         state.attempts[record.n] = record
         save_candidate(state, record)
         _write(ctx, record)

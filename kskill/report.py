@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kskill.agents.brains.base import Usage
 from kskill.run_state import RunState
 
 MODEL_FILE = "model_new.py"
@@ -30,6 +31,7 @@ def summary(state: RunState) -> dict[str, Any]:
         "fastest_verified": None if fastest is None else {"attempt": fastest.n, "speedup": fastest.speedup},
         "timings_representative": state.timings_representative, "model_new": str(state.out_dir / MODEL_FILE),
         "report": str(state.out_dir / REPORT_FILE), "usage": asdict(state.total_usage), "learned": state.learned,
+        "usage_by_agent": usage_by_agent(state),
         "trajectory": [trajectory_row(state, n) for n in sorted(state.attempts)],
     }
 
@@ -51,7 +53,8 @@ def trajectory_row(state: RunState, n: int) -> dict[str, Any]:
     return {"n": a.n, "kind": a.kind, "parent": a.parent, "technique": a.technique, "bottleneck": a.bottleneck,
             "status": a.status, "speedup": a.speedup, "confirmed_speedup": a.confirmed_speedup,
             "runtime_ms": a.runtime_ms, "code_hash": a.code_hash,
-            "failure": a.failure[:200], "tokens": a.usage.tokens}
+            "failure": a.failure[:200], "tokens": a.usage.tokens,
+            "fallback": a.fallback.record() if a.fallback else None}
 
 
 def write_artifacts(state: RunState) -> None:
@@ -122,7 +125,40 @@ def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str
     if failures:
         lines += ["", "## Failures", ""]
         lines += [f"- attempt {r['n']} ({r['status']}): {r['failure']}" for r in failures]
+    if usage.calls or usage.failed:
+        lines += llm_section(data)
     if plotted:
         lines += ["", "## Speedup per attempt", "", f"![speedup per attempt]({PLOT_FILE})"]
     lines += ["", f"`kskill audit {state.run_id}` explains each decision from the graph.", ""]
     return "\n".join(lines)
+
+
+# --- the LLM's account ------------------------------------------------------------------------
+
+AGENT_OF_KIND = {"seed": "generator", "optimize": "optimizer", "repair": "repairer"}
+
+
+def usage_by_agent(state: RunState) -> dict[str, dict[str, Any]]:
+    """Tokens, cost and calls of each agent, from the attempts it wrote; `other` holds what no
+    attempt carries (calls of a step that ended its branch without a candidate)."""
+    per = {agent: Usage() for agent in AGENT_OF_KIND.values()}
+    for a in state.attempts.values():
+        if a.kind in AGENT_OF_KIND:
+            per[AGENT_OF_KIND[a.kind]] += a.usage
+    per["other"] = state.total_usage - sum(per.values(), Usage())
+    return {agent: {**asdict(u), "tokens": u.tokens} for agent, u in per.items()}
+
+
+def llm_section(data: dict[str, Any]) -> list[str]:
+    lines = ["", "## LLM usage", "",
+             "| agent | calls | cached | failed requests | prompt tokens | completion tokens | cost USD |",
+             "|---|---|---|---|---|---|---|"]
+    for agent, u in data["usage_by_agent"].items():
+        lines.append(f"| {agent} | {u['calls']} | {u['cached']} | {u['failed']} | {u['prompt_tokens']} | "
+                     f"{u['completion_tokens']} | {u['cost_usd']:.4f} |")
+    fallbacks = [r for r in data["trajectory"] if r["fallback"]]
+    if fallbacks:
+        lines += ["", "Candidates the fallback brain wrote because the LLM's reply or endpoint failed:", ""]
+        lines += [f"- attempt {r['n']} ({r['kind']}): {r['fallback']['brain']} wrote it; the LLM failed "
+                  f"({r['fallback']['reason']}): {r['fallback']['message'][:160]}" for r in fallbacks]
+    return lines
