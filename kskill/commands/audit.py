@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kskill.app import App, emit_json, json_option, pass_app
+from kskill.app import RUN_ID, App, emit_json, json_option, pass_app
 from kskill.audit import audit_run, render_text
 from kskill.graph_schema.errors import KskillError
 
@@ -14,7 +14,7 @@ PAGE = "audit.html"
 
 
 @click.command()
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 @click.option("--attempt", type=click.IntRange(min=0), default=None, help="Only this attempt.")
 @click.option("--html", "html_path", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help=f"Write one self-contained HTML page with each decision drawn, and print its path "
