@@ -180,8 +180,8 @@ def decision_elements(a: dict[str, Any]) -> list[dict[str, Any]]:
             edge(source, last, "selected")
     for g in d["rejected_groups"]:
         names = [i["technique"] for i in g["items"]]
-        lines = ([f"{g['title']} ({len(names)})", names_line(names, len(names))] if g["collapsed"]
-                 else [g["title"]] + [f"{', '.join(line['techniques'])}: {line['why']}" for line in g["lines"]])
+        lines = ([f"rejected: {g['title']} ({len(names)})", names_line(names, len(names))] if g["collapsed"]
+                 else [f"rejected: {g['title']}"] + [f"{', '.join(line['techniques'])}: {line['why']}" for line in g["lines"]])
         detail = "; ".join(f"{i['technique']}: {i['reason']}" for i in g["items"])
         gid = node(f"r:{g['kind']}", "rejected", lines, detail)
         for source in sources(names):
@@ -294,9 +294,17 @@ document.querySelectorAll('.graph').forEach(div => {
     minZoom: 0.25, maxZoom: 1.0, userZoomingEnabled: false, boxSelectionEnabled: false});
   const detail = div.nextElementSibling;
   cy.on('tap', 'node', ev => { detail.textContent = ev.target.data('detail'); });
-  drawn += 1;
+  cy.ready(() => {
+    // What a reader relies on, recorded for the page's browser test: every edge points right, and
+    // every node with its whole label lies inside the drawn area.
+    div.dataset.leftToRight = String(cy.edges().every(e => e.source().position('x') < e.target().position('x')));
+    const ext = cy.extent();
+    div.dataset.clipped = String(cy.nodes().filter(n => { const b = n.boundingBox({includeLabels: true});
+      return b.x1 < ext.x1 || b.x2 > ext.x2 || b.y1 < ext.y1 || b.y2 > ext.y2; }).length);
+    drawn += 1;
+    document.body.dataset.graphsDrawn = String(drawn);
+  });
 });
-document.body.dataset.graphsDrawn = String(drawn);
 document.getElementById('copy').addEventListener('click', () => {
   const text = document.getElementById('cypher-text').textContent;
   if (navigator.clipboard) { navigator.clipboard.writeText(text); }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,25 @@ NOT_REPRESENTATIVE = "timings not representative (no GPU)"
 
 
 def speedup_plot(points: list[Point], title: str, representative: bool | None, target: Path | None = None) -> str:
-    """Draw the plot; write a PNG to `target`, or return the SVG text when `target` is None.
-    Empty when nothing was timed."""
-    if not any(p.speedup is not None for p in points):
+    """Draw the plot; write a PNG to `target` and return its path, or return the SVG text when
+    `target` is None. Empty when nothing was timed."""
+    figure = speedup_figure(points, title, representative)
+    if figure is None:
         return ""
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    figure.savefig(target if target is not None else buffer, **({} if target is not None else {"format": "svg"}))
+    plt.close(figure)
+    return str(target) if target is not None else buffer.getvalue()
+
+
+def speedup_figure(points: list[Point], title: str, representative: bool | None) -> Any:
+    """The matplotlib Figure: each attempt's speedup labelled with what it added, the best so far,
+    whole-number attempt ticks, and a mark when the timings are not representative; None when
+    nothing was timed."""
+    if not any(p.speedup is not None for p in points):
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
@@ -56,10 +72,4 @@ def speedup_plot(points: list[Point], title: str, representative: bool | None, t
                 color="#c0392b", alpha=0.35, rotation=12)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    buffer = io.StringIO()
-    if target is None:
-        fig.savefig(buffer, format="svg")
-    else:
-        fig.savefig(target)
-    plt.close(fig)
-    return buffer.getvalue() if target is None else str(target)
+    return fig
