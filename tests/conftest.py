@@ -43,6 +43,21 @@ def graph_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     server.shutdown()
 
 
+@pytest.fixture(scope="session")
+def home_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The embedded server of the private KSKILL_HOME, held for the session, for tests that run
+    commands in-process (each command opens and closes the store, which would stop the server)."""
+    from kskill.graph_schema.embedded import EmbeddedServer
+    from kskill.graph_schema.store import open_store
+
+    home = tmp_path_factory.getbasetemp() / "kskill-home"
+    open_store("embedded", home).close()
+    server = EmbeddedServer(home / "graph")
+    server.attach()
+    yield home
+    server.detach()
+
+
 @pytest.fixture
 def empty_store(graph_home: Path):
     """A real embedded store with the schema and nothing else, in a graph of its own."""
