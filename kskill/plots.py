@@ -70,6 +70,7 @@ def speedup_figure(points: list[Point], title: str, representative: bool | None)
     if representative is False:
         ax.text(0.5, 0.5, NOT_REPRESENTATIVE, transform=ax.transAxes, ha="center", va="center", fontsize=14,
                 color="#c0392b", alpha=0.35, rotation=12)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.margins(x=0.1)  # room for the labels of the first and last attempts
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig
