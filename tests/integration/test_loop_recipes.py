@@ -21,6 +21,8 @@ from kskill.run_state import LoopConfig
 from kskill.session import start
 from kskill.trajectory import Trajectory
 
+pytestmark = pytest.mark.slow  # whole runs of the loop, a real review per candidate
+
 EXAMPLES = Path(kskill.__file__).parent / "examples"
 FAST = {"iterations": 4, "trials": 1, "cpu_timing_reps": 2, "retrieval": "lexical", "device": "cpu"}
 
