@@ -39,6 +39,7 @@ class LazyGroup(click.Group):
 COMMANDS = {
     "audit": "kskill.commands.audit:audit",
     "config": "kskill.commands.config:config",
+    "eval": "kskill.commands.eval:eval_group",
     "examples": "kskill.commands.examples:examples",
     "graph": "kskill.commands.graph:graph",
     "ingest": "kskill.commands.ingest:ingest",
