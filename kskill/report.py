@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from kskill.agents.brains.base import Usage
-from kskill.run_state import RunState
+from kskill.plots import Point, speedup_plot
+from kskill.run_state import AttemptRecord, RunState
 
 MODEL_FILE = "model_new.py"
 REPORT_FILE = "report.md"
@@ -52,9 +53,15 @@ def trajectory_row(state: RunState, n: int) -> dict[str, Any]:
     a = state.attempts[n]
     return {"n": a.n, "kind": a.kind, "parent": a.parent, "technique": a.technique, "bottleneck": a.bottleneck,
             "status": a.status, "speedup": a.speedup, "confirmed_speedup": a.confirmed_speedup,
-            "runtime_ms": a.runtime_ms, "code_hash": a.code_hash,
+            "runtime_ms": a.runtime_ms, "reference_ms": reference_ms(a), "code_hash": a.code_hash,
             "failure": a.failure[:200], "tokens": a.usage.tokens,
             "fallback": a.fallback.record() if a.fallback else None}
+
+
+def reference_ms(a: AttemptRecord) -> float | None:
+    """The reference's median time in the attempt's own review: what its speedup is relative to."""
+    timing = a.review.timing if a.review else None
+    return timing.reference.median_ms if timing else None
 
 
 def write_artifacts(state: RunState) -> None:
@@ -67,36 +74,13 @@ def write_artifacts(state: RunState) -> None:
 
 
 def plot_speedups(state: RunState, path: Path) -> bool:
-    """Each reviewed attempt's speedup and the best so far, by iteration; False when nothing was timed."""
-    points = [(a.n, a.speedup if a.verified else None) for a in sorted(state.attempts.values(), key=lambda a: a.n)
+    """Each reviewed attempt's speedup, labelled with what it added, and the best so far; False when
+    nothing was timed."""
+    points = [Point(a.n, a.speedup if a.verified else None, a.technique or a.kind)
+              for a in sorted(state.attempts.values(), key=lambda a: a.n)
               if a.kind != "reference" and a.status != "pending"]
-    if not any(s is not None for _, s in points):
-        return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    best, running = [], 1.0
-    for _, s in points:
-        running = max(running, s or 0.0)
-        best.append(running)
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
-    ok = [(n, s) for n, s in points if s is not None]
-    failed = [n for n, s in points if s is None]
-    ax.plot([n for n, _ in points], best, "-", color="tab:blue", label="best so far (reference = 1)")
-    ax.scatter([n for n, _ in ok], [s for _, s in ok], color="tab:green", zorder=3, label="verified attempt")
-    if failed:
-        ax.scatter(failed, [0.0] * len(failed), marker="x", color="tab:red", zorder=3, label="failed attempt")
-    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-    ax.set_xlabel("attempt")
-    ax.set_ylabel("speedup vs reference")
-    ax.set_title(f"{state.problem.name}: speedup per attempt")
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    title = f"{state.problem.name}: speedup per attempt"
+    return bool(speedup_plot(points, title, state.timings_representative, path))
 
 
 def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str:
@@ -111,16 +95,19 @@ def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str
         f"- LLM usage: {usage.tokens} tokens in {usage.calls} call(s) ({usage.cached} cached), ${usage.cost_usd:.4f}",
         f"- skill base: {state.learned}", "",
         "## Trajectory", "",
-        "| # | kind | parent | technique | bottleneck | status | speedup | re-timed | runtime ms | code |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| # | kind | parent | technique | bottleneck | status | speedup | re-timed | runtime ms | reference ms | code |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in data["trajectory"]:
         speedup = f"{row['speedup']:.3f}x" if row["speedup"] is not None else "-"
         confirmed = f"{row['confirmed_speedup']:.3f}x" if row["confirmed_speedup"] is not None else "-"
         runtime = f"{row['runtime_ms']:.4f}" if row["runtime_ms"] is not None else "-"
+        reference = f"{row['reference_ms']:.4f}" if row["reference_ms"] is not None else "-"
         parent = "-" if row["parent"] is None else str(row["parent"])
         lines.append(f"| {row['n']} | {row['kind']} | {parent} | {row['technique'] or '-'} | "
-                     f"{row['bottleneck'] or '-'} | {row['status']} | {speedup} | {confirmed} | {runtime} | `{row['code_hash']}` |")
+                     f"{row['bottleneck'] or '-'} | {row['status']} | {speedup} | {confirmed} | {runtime} | {reference} | `{row['code_hash']}` |")
+    lines += ["", "Each review times the reference again, interleaved with the candidate: `reference ms` is the "
+              "time its speedup is relative to, and shows how much the reference's own time moved."]
     failures = [r for r in data["trajectory"] if r["failure"]]
     if failures:
         lines += ["", "## Failures", ""]

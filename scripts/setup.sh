@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-extras=""
-[ "${1:-}" = "--dev" ] && extras="[dev]"
+extras="[semantic]"  # hybrid retrieval, as the README describes kskill
+[ "${1:-}" = "--dev" ] && extras="[dev,semantic]"
 
 if [ ! -x .venv/bin/python ]; then
   if "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
