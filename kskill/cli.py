@@ -14,6 +14,7 @@ import click
 
 from kskill.app import App
 from kskill.graph_schema.errors import KskillError
+from kskill.interrupts import Interrupted, RunInterrupted, as_interrupted, stop_on_signals
 
 
 class LazyGroup(click.Group):
@@ -65,10 +66,13 @@ def cli(ctx: click.Context, verbose: int, graph_uri: str | None) -> None:
 
 def main() -> None:
     verbose = any(arg.startswith("-v") or arg == "--verbose" for arg in sys.argv[1:3])
+    stop_on_signals()
     try:
         # Outside standalone mode click returns, rather than raises, the code of a command's Exit.
         code = cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # click turns a signal into Abort
+            _interrupted(as_interrupted(exc.__cause__))
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
@@ -79,7 +83,18 @@ def main() -> None:
             traceback.print_exc()
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        _interrupted(as_interrupted(exc))
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupted(exc: Interrupted) -> None:
+    """One line on what was stopped (and how to go on), then the exit status of that signal."""
+    sandbox = sys.modules.get("kskill.agents.reviewer.sandbox")  # loaded only where workers ran
+    if sandbox is not None:
+        sandbox.stop_all()  # those of other threads; the main thread's stopped while unwinding
+    message = f"interrupted by {exc.signal_name}; its workers were stopped"
+    if isinstance(exc, RunInterrupted):
+        message += f"; run {exc.run_id} is marked interrupted. Resume it: kskill optimize --resume {exc.run_id}"
+    click.echo(message, err=True)
+    sys.exit(exc.exit_code)

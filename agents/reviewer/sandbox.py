@@ -15,6 +15,7 @@ what was isolated and how. Whatever the child does, the parent gets a SandboxOut
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -24,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +45,10 @@ PROBE_TIMEOUT_S = 120.0
 BACKENDS = ("bwrap", "unshare")  # strongest first; "none" is what is left
 NAMESPACES = ("user", "mount", "pid", "ipc", "uts", "net")
 INIT = (sys.executable, "-I", "-S", sandbox_init.__file__)
+
+
+_running: dict[int, tuple[subprocess.Popen, socket.socket, bool]] = {}  # pid -> what _stop needs
+_running_lock = threading.Lock()
 
 
 class SandboxUnavailable(ReviewError):
@@ -186,9 +192,8 @@ def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: M
     }
     if job["mounts"] is not None:
         (workdir / SANDBOX_ROOT).mkdir(exist_ok=True)
-    ours, theirs = socket.socketpair()
     start = time.monotonic()
-    timed_out = False
+    ours, theirs = socket.socketpair()
     with open(workdir / "worker.log", "wb") as log, ours:
         try:
             proc = subprocess.Popen(
@@ -197,32 +202,42 @@ def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: M
                 start_new_session=True, pass_fds=(theirs.fileno(),))
         finally:
             theirs.close()
-        try:
-            ours.sendall(json.dumps(job).encode() + b"\n")
-            while proc.poll() is None:
-                if time.monotonic() - start > limits.timeout_s:
-                    timed_out = True
-                    break
-                try:
-                    proc.wait(timeout=POLL_S)
-                except subprocess.TimeoutExpired:
-                    pass
-        except BrokenPipeError:
-            pass  # the init died before reading its job; its log says why
-        finally:
-            _stop(proc, ours, choice.backend != "none")  # also on KeyboardInterrupt: nothing of the sandbox outlives this call
+        timed_out = _supervise(proc, ours, job, limits.timeout_s, own_namespace=choice.backend != "none")
         status = _read_status(ours)
     if status.get("error"):
         raise ReviewError(f"the {choice.backend} sandbox could not be set up: {status['error']}")
-    wall = time.monotonic() - start
-    returncode = status["returncode"] if "returncode" in status else proc.returncode
     limit = status.get("limit")
     return SandboxOutcome(
-        returncode=returncode, timed_out=timed_out, memory_exceeded=limit == "memory", wall_s=wall,
-        log=_tail(workdir / "worker.log"), network_isolated="net" in choice.namespaces,
-        network_note=_network_note(choice), dropped_env=dropped, processes_exceeded=limit == "processes",
+        returncode=status["returncode"] if "returncode" in status else proc.returncode, timed_out=timed_out,
+        memory_exceeded=limit == "memory", wall_s=time.monotonic() - start, log=_tail(workdir / "worker.log"),
+        network_isolated="net" in choice.namespaces, network_note=_network_note(choice), dropped_env=dropped,
+        processes_exceeded=limit == "processes",
         limit_detail=status.get("detail", "") if limit in ("memory", "processes") else "",
         isolation=_isolation(choice, layout, limits, passed, dropped, status))
+
+
+def _supervise(proc: subprocess.Popen, channel: socket.socket, job: dict[str, Any], timeout_s: float,
+               own_namespace: bool) -> bool:
+    """Hand the init its job and wait for the sandbox to end; whether it ran out of time."""
+    with _running_lock:
+        _running[proc.pid] = (proc, channel, own_namespace)
+    deadline = time.monotonic() + timeout_s
+    try:
+        channel.sendall(json.dumps(job).encode() + b"\n")
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                return True
+            try:
+                proc.wait(timeout=POLL_S)
+            except subprocess.TimeoutExpired:
+                pass
+    except BrokenPipeError:
+        pass  # the init died before reading its job; the log says why
+    finally:  # also on KeyboardInterrupt: nothing of the sandbox outlives this call
+        _stop(proc, channel, own_namespace)
+        with _running_lock:
+            _running.pop(proc.pid, None)
+    return False
 
 
 def _rlimits(limits: SandboxLimits, choice: SandboxChoice) -> dict[str, int | None]:
@@ -255,6 +270,15 @@ def _stop(proc: subprocess.Popen, channel: socket.socket, own_namespace: bool) -
         os.killpg(proc.pid, signal.SIGKILL)  # the group outlives its leader only if something of it is left
     except (ProcessLookupError, PermissionError):
         pass
+
+
+@atexit.register
+def stop_all() -> None:
+    """Stop every sandbox this process still runs (other threads' too): on a stop signal, and at exit."""
+    with _running_lock:
+        running = list(_running.values())
+    for proc, channel, own_namespace in running:
+        _stop(proc, channel, own_namespace)
 
 
 def _read_status(channel: socket.socket) -> dict[str, Any]:

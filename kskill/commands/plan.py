@@ -28,7 +28,10 @@ path_type = click.Path(exists=True, dir_okay=False, path_type=Path)
 @pass_app
 def plan(app: App, problem: Path, candidate: Path | None, observations_file: Path | None, ncu_csv: Path | None,
          atol: float | None, rtol: float | None, include_proposed: bool, record: bool, as_json: bool) -> None:
-    """Which skill applies, and why: bottlenecks matched, technique selected, alternatives rejected."""
+    """Which skill applies, and why: bottlenecks matched, technique selected, alternatives rejected.
+
+    PROBLEM is trusted code, like `python PROBLEM`: kskill runs it to capture the model's graph.
+    CANDIDATE is only read, never run."""
     obs = gather(problem.read_text(encoding="utf-8"),
                  candidate.read_text(encoding="utf-8") if candidate else None,
                  measured=read_observations_file(observations_file) if observations_file else None,
