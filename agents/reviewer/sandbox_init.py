@@ -212,7 +212,15 @@ def sandbox_processes(own_namespace: bool) -> list[int]:
     return descendants(me)
 
 
-def memory_bytes(pid: int) -> int:
+def resident_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def proportional_bytes(pid: int) -> int:
     """Proportional set size (shared pages split between sharers); resident size when PSS is not readable."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
@@ -221,11 +229,13 @@ def memory_bytes(pid: int) -> int:
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError):
         pass
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * PAGE
-    except (OSError, ValueError, IndexError):
-        return 0
+    return resident_bytes(pid)
+
+
+def memory_bytes(pids: list[int], limit: int) -> int:
+    """The sandbox's memory: PSS summed, read only where the cheaper resident sum (never less) is over."""
+    resident = sum(resident_bytes(pid) for pid in pids)
+    return resident if resident <= limit else sum(proportional_bytes(pid) for pid in pids)
 
 
 def kill_all(own_namespace: bool) -> dict[int, int]:
@@ -319,7 +329,7 @@ def _check_limits(job: dict, own_namespace: bool, result: dict) -> bool:
         result["limit"] = "processes"
         result["detail"] = f"more than {job['max_processes']} processes at once ({len(pids)})"
         return True
-    used = sum(memory_bytes(pid) for pid in pids)
+    used = memory_bytes(pids, job["memory_limit_bytes"])
     result["peak_memory_bytes"] = max(result["peak_memory_bytes"], used)
     if used > job["memory_limit_bytes"]:
         result["limit"] = "memory"
