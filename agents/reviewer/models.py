@@ -140,7 +140,8 @@ class Isolation(BaseModel):
     env_passed: list[str] = Field(default_factory=list, description="names passed from kskill's environment")
     process_limit: int = 0
     limits_note: str = ""
-    peak_memory_mb: float | None = None
+    peak_memory_mb: float | None = Field(None, description="the whole sandbox's highest memory seen: the sum of "
+                                         "resident sizes, or of PSS where that sum neared the limit")
     peak_processes: int | None = None
 
 
