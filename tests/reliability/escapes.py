@@ -55,13 +55,17 @@ def env_to_file(t):
             report("env_to_file", f"refused {path}: {exc}")
 
 
-def write_home(t):
+def _write(name, path):
     try:
-        with open(t["home_file"], "w") as f:
+        with open(path, "w") as f:
             f.write("escaped")
-        report("write_home", f"wrote {t['home_file']}")
+        report(name, f"wrote {path}")
     except OSError as exc:
-        report("write_home", f"refused: {exc}")
+        report(name, f"refused: {exc}")
+
+
+def write_home(t):
+    _write("write_home", t["home_file"])
 
 
 def delete_kskill_home(t):
@@ -112,12 +116,7 @@ def ptrace_parent(t):
 
 
 def write_shm(t):
-    try:
-        with open(t["shm_file"], "w") as f:
-            f.write("escaped")
-        report("write_shm", f"wrote {t['shm_file']}")
-    except OSError as exc:
-        report("write_shm", f"refused: {exc}")
+    _write("write_shm", t["shm_file"])
 
 
 ESCAPES = {f.__name__: f for f in (graph_socket, env_to_file, write_home, delete_kskill_home, outlive,

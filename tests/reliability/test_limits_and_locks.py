@@ -12,50 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from fault_support import TINY_MODEL_NEW, TINY_PROBLEM, processes_with
 
 from kskill.agents.reviewer import ReviewOptions, review
 from kskill.run_state import release_lock, take_lock
 from kskill.trajectory import RunError
 
 pytestmark = pytest.mark.reliability
-
-PROBLEM = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return x + 1
-
-
-def get_inputs():
-    return [torch.randn(8)]
-
-
-def get_init_inputs():
-    return []
-"""
-MODEL_NEW = """
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return x + 1
-"""
-
-
-def processes_with(token: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if token.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
-
 
 def options(**kw) -> ReviewOptions:
     return ReviewOptions(device="cpu", trials=1, timing=False, profile=False, static_checks=False, timeout_s=180,
@@ -68,9 +31,9 @@ def test_a_2000_fork_loop_fails_the_review_and_leaves_nothing(tmp_path, monkeypa
                  f"for _ in range(2000):\n"
                  f"    if os.fork() == 0:\n"
                  f"        time.sleep(120)\n"
-                 f"{MODEL_NEW}")
+                 f"{TINY_MODEL_NEW}")
     start = time.monotonic()
-    result = review(PROBLEM, candidate, options())
+    result = review(TINY_PROBLEM, candidate, options())
     assert result.failure_class == "other" and "too many processes" in result.failure_message, result.failure_message
     assert result.isolation.peak_processes is not None and result.isolation.peak_processes > 256
     assert processes_with(str(tmp_path)) == []  # the forked copies of the worker carry its job's path
@@ -86,8 +49,8 @@ def test_four_children_over_the_limit_together_fail_with_memory():
                  f"    if os.fork() == 0:\n"
                  f"        os.execv(sys.executable, [sys.executable, '-c', {child!r}])\n"
                  f"time.sleep(120)\n"
-                 f"{MODEL_NEW}")
-    result = review(PROBLEM, candidate, options(memory_limit_mb=2000))
+                 f"{TINY_MODEL_NEW}")
+    result = review(TINY_PROBLEM, candidate, options(memory_limit_mb=2000))
     assert result.failure_class == "memory", result.failure_message
     assert "above the 2000 MB limit" in result.failure_message
     assert result.isolation.peak_memory_mb > 2000

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fault_support import TINY_MODEL_NEW, TINY_PROBLEM, processes_with, skip_unless_tool_works
 
 from kskill.agents.reviewer import Review, ReviewOptions, review, sandbox
 from kskill.graph_schema.store import GraphStore, open_store
@@ -25,34 +26,6 @@ from kskill.graph_schema.store import GraphStore, open_store
 pytestmark = pytest.mark.reliability
 
 ESCAPES = Path(__file__).with_name("escapes.py")
-PROBLEM = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return x * 2
-
-
-def get_inputs():
-    return [torch.randn(8)]
-
-
-def get_init_inputs():
-    return []
-"""
-MODEL_NEW = """
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return x * 2
-"""
-RAW_CHECKS = {
-    "bwrap": ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
-    "unshare": ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount", "--net", "true"],
-}
 
 
 @dataclass
@@ -66,19 +39,6 @@ class Attack:
 
     def escaped(self, name: str) -> list[str]:
         return [line for line in self.review.log.splitlines() if line.startswith(f"ESCAPE {name}:")]
-
-
-def processes_with(token: str) -> list[int]:
-    """Host processes whose command line carries the token (what the candidate started)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if token.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
 
 
 def targets_for(home: Path, tmp: Path, token: str, secret: str, parent_pid: int, graph: str) -> dict:
@@ -104,24 +64,19 @@ def unsandboxed(name: str, targets: dict, secret: str) -> str:
 @pytest.fixture(scope="module", params=["bwrap", "unshare"])
 def attack(request, tmp_path_factory):
     backend = request.param
-    try:
-        works = subprocess.run(RAW_CHECKS[backend], capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        works = False
-    if not works:
-        pytest.skip(f"{backend} is not installed or cannot make namespaces on this machine")
+    skip_unless_tool_works(backend)
     token, secret = f"kskill-escape-{secrets.token_hex(6)}", f"pw-{secrets.token_hex(8)}"
     home, tmp = tmp_path_factory.mktemp("escape-home"), tmp_path_factory.mktemp("escape-outside")
     store = open_store("embedded", home, graph_name="escapes")
     store.write("UNWIND range(1, 4) AS i CREATE (:Kept {i: i})")
     (home / "keep.txt").write_text("keep")
     targets = targets_for(home, tmp, token, secret, os.getpid(), "escapes")
-    candidate = f"{ESCAPES.read_text()}\nrun({targets!r}, {list(_names())!r})\n{MODEL_NEW}"
+    candidate = f"{ESCAPES.read_text()}\nrun({targets!r}, {list(_names())!r})\n{TINY_MODEL_NEW}"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sandbox, "BACKENDS", (backend,))
         mp.setenv("DB_URL", f"postgres://kskill:{secret}@db.example/prod")
         sandbox.choose_sandbox.cache_clear()
-        result = review(PROBLEM, candidate, ReviewOptions(device="cpu", trials=1, timing=False, profile=False,
+        result = review(TINY_PROBLEM, candidate, ReviewOptions(device="cpu", trials=1, timing=False, profile=False,
                                                           static_checks=False, timeout_s=180,
                                                           hidden_paths=[str(home)]))
         survivors = processes_with(token)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fault_support import processes_with
 
 from kskill.run_state import release_lock, take_lock
 
@@ -71,18 +72,6 @@ class ModelNew(nn.Module):
 """
 
 
-def processes_with(token: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if token.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
-
-
 def workers_of(tmpdir: Path) -> list[int]:
     """Host processes still running the review worker on a job under tmpdir."""
     return [pid for pid in processes_with("kskill.agents.reviewer.worker")
@@ -133,8 +122,8 @@ def assert_nothing_left(tmpdir: Path, token: str) -> None:
     assert list(tmpdir.glob("kskill-review-*")) == [], "a review workdir was left behind"
 
 
-@pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda s: signal.Signals(s).name)
-def test_review_stops_its_worker(place, signum):
+def hanging_review(place) -> subprocess.Popen:
+    """`kskill review` of a candidate that starts a marker process and hangs, once it hangs."""
     home, tmpdir, env, token = place
     problem, candidate = tmpdir.parent / "problem.py", tmpdir.parent / "candidate.py"
     problem.write_text(PROBLEM.format(hang="            pass\n"))
@@ -142,6 +131,13 @@ def test_review_stops_its_worker(place, signum):
     proc = run_until_hanging(["review", str(problem), str(candidate), "--device", "cpu", "--trials", "1",
                               "--no-timing", "--timeout", "600"], env, tmpdir)
     assert processes_with(token), "the marker process did not start"
+    return proc
+
+
+@pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_review_stops_its_worker(place, signum):
+    home, tmpdir, env, token = place
+    proc = hanging_review(place)
     code, err, took = stop(proc, signum)
     assert code == 128 + signum, err
     assert f"interrupted by {signal.Signals(signum).name}" in err
@@ -173,11 +169,7 @@ def test_optimize_stops_marks_the_run_interrupted_and_says_how_to_resume(place, 
 def test_kill_9_of_kskill_still_ends_its_worker(place):
     """No clean-up can run after SIGKILL; the sandbox's init sees kskill go and kills everything."""
     home, tmpdir, env, token = place
-    problem, candidate = tmpdir.parent / "problem.py", tmpdir.parent / "candidate.py"
-    problem.write_text(PROBLEM.format(hang="            pass\n"))
-    candidate.write_text(CANDIDATE.format(hang=hang(token, 8)))
-    proc = run_until_hanging(["review", str(problem), str(candidate), "--device", "cpu", "--trials", "1",
-                              "--no-timing", "--timeout", "600"], env, tmpdir)
+    proc = hanging_review(place)
     proc.kill()
     proc.communicate(timeout=30)
     deadline = time.monotonic() + 10
