@@ -15,8 +15,12 @@ whose name looks like a secret, plus per-workdir HOME, temp and cache directorie
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
+import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -103,7 +107,28 @@ def python_paths(env: Mapping[str, str], argv0: str | None = None) -> list[str]:
 def library_paths(env: Mapping[str, str]) -> list[str]:
     dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
     dirs += [env[k] for k in ("CUDA_HOME", "CUDA_PATH") if env.get(k)]
-    return [os.path.abspath(d) for d in dirs if os.path.isdir(d)]
+    return [os.path.abspath(d) for d in [*dirs, *driver_library_dirs()] if os.path.isdir(d)]
+
+
+@functools.lru_cache(maxsize=1)
+def driver_library_dirs() -> tuple[str, ...]:
+    """Where the loader finds the NVIDIA driver's libraries (libcuda, libnvidia-*), on a GPU machine:
+    they need not lie under /usr (driver containers install them elsewhere and register them)."""
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    if not glob.glob("/dev/nvidia*") or not os.path.exists(ldconfig):
+        return ()
+    try:
+        listing = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return driver_dirs_in(listing)
+
+
+def driver_dirs_in(ldconfig_listing: str) -> tuple[str, ...]:
+    """The directories of the NVIDIA driver's libraries in `ldconfig -p` output."""
+    found = {os.path.dirname(line.rsplit("=>", 1)[1].strip()) for line in ldconfig_listing.splitlines()
+             if "=>" in line and re.search(r"\blib(cuda|nvidia-[\w-]+|nvcuvid)\.so", line)}
+    return tuple(sorted(found))
 
 
 def build_layout(workdir: Path, env: Mapping[str, str], hidden: Iterable[str | Path] = (),

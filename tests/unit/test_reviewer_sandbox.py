@@ -15,7 +15,7 @@ import pytest
 
 from kskill.agents.reviewer import sandbox
 from kskill.agents.reviewer.sandbox import SandboxLimits, SandboxUnavailable, run_sandboxed
-from kskill.agents.reviewer.sandbox_layout import allowed_environment
+from kskill.agents.reviewer.sandbox_layout import allowed_environment, driver_dirs_in
 
 PROBE = (sys.executable, "-S", "-c", "pass")  # run_sandboxed's default probe
 RAW_CHECKS = {  # the plain tool, without kskill: if this fails, the machine cannot, and the test skips
@@ -133,6 +133,28 @@ def test_a_private_path_inside_a_bound_directory_is_covered(backend, tmp_path, m
     assert out.returncode == 0, out.log
     assert "SHOWN shown" in out.log and "PRIVATE []" in out.log
     assert str(libs / "private") in out.isolation["hidden"] and str(libs) in out.isolation["read_only"]
+
+
+def test_a_c_extension_compiles_and_loads_inside(backend, tmp_path):
+    """What Triton does for its launcher (and torch for a C++ candidate): gcc against Python.h."""
+    code = ("import importlib.util, subprocess, sys, sysconfig\n"
+            "open('ext.c', 'w').write('#include <Python.h>\\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, \"ext\"};'\n"
+            "                         '\\nPyMODINIT_FUNC PyInit_ext(void) { return PyModule_Create(&m); }\\n')\n"
+            "so = 'ext' + sysconfig.get_config_var('EXT_SUFFIX')\n"
+            "subprocess.run(['gcc', '-shared', '-fPIC', '-I', sysconfig.get_paths()['include'], 'ext.c', '-o', so],"
+            " check=True)\n"
+            "spec = importlib.util.spec_from_file_location('ext', so)\n"
+            "spec.loader.exec_module(importlib.util.module_from_spec(spec)); print('LOADED')\n")
+    out = run_sandboxed(python(code), workdir=tmp_path, limits=limits(address_space_limit=False))
+    assert out.returncode == 0 and "LOADED" in out.log, out.log
+
+
+def test_driver_library_directories_come_from_the_loader_cache():
+    listing = ("3 libs found in cache `/etc/ld.so.cache'\n"
+               "\tlibcuda.so.1 (libc6,x86-64) => /run/nvidia/driver/lib64/libcuda.so.1\n"
+               "\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n"
+               "\tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1\n")
+    assert driver_dirs_in(listing) == ("/run/nvidia/driver/lib64", "/usr/lib/x86_64-linux-gnu")
 
 
 def test_timeout_kills_every_descendant_even_after_setsid(backend, tmp_path):
