@@ -35,7 +35,7 @@ from typing import Any
 from kskill.agents.errors import ReviewError
 from kskill.agents.reviewer import sandbox_init
 from kskill.agents.reviewer.sandbox_layout import (
-    SANDBOX_ROOT, Layout, allowed_environment, build_layout, describe, workspace_environment)
+    SANDBOX_ROOT, Layout, allowed_environment, build_layout, bwrap_arguments, describe, workspace_environment)
 
 MAX_FILE_BYTES = 4 * 1024**3  # a candidate printing or writing without end cannot fill the disk
 LOG_TAIL_CHARS = 12_000
@@ -45,7 +45,6 @@ PROBE_TIMEOUT_S = 120.0
 BACKENDS = ("bwrap", "unshare")  # strongest first; "none" is what is left
 NAMESPACES = ("user", "mount", "pid", "ipc", "uts", "net")
 INIT = (sys.executable, "-I", "-S", sandbox_init.__file__)
-
 
 _running: dict[int, tuple[subprocess.Popen, socket.socket, bool]] = {}  # pid -> what _stop needs
 _running_lock = threading.Lock()
@@ -112,16 +111,14 @@ class SandboxOutcome:
 def _launcher(backend: str, layout: Layout | None, share_network: bool) -> list[str]:
     """The command that starts the init inside `backend`'s namespaces."""
     if backend == "bwrap":
-        from kskill.agents.reviewer.sandbox_layout import bwrap_arguments
-
         net = [] if share_network else ["--unshare-net"]
         return [shutil.which("bwrap"), "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *net,
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
                 *bwrap_arguments(layout), "--"]
     if backend == "unshare":
         net = [] if share_network else ["--net"]
-        return [shutil.which("unshare"), "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount", "--ipc",
-                "--uts", *net, "--"]
+        return [shutil.which("unshare"), "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount",
+                "--ipc", "--uts", *net, "--"]
     return []
 
 
@@ -174,9 +171,8 @@ def run_sandboxed(argv: Sequence[str], *, workdir: Path, limits: SandboxLimits,
     Raises SandboxUnavailable when no sandbox works and `limits.unsandboxed_ok` is not set, and
     ReviewError when the sandbox that the probe chose cannot be built for this workdir.
     """
-    choice = choose_sandbox(tuple(network_probe), not limits.isolate_network)
-    if choice.backend == "none" and not limits.unsandboxed_ok:
-        require_sandbox(tuple(network_probe), not limits.isolate_network)
+    pick = choose_sandbox if limits.unsandboxed_ok else require_sandbox
+    choice = pick(tuple(network_probe), not limits.isolate_network)
     return _run(argv, workdir, limits, extra_env or {}, choice)
 
 
