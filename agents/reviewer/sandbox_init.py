@@ -282,7 +282,8 @@ def start_worker(job: dict) -> int:
     if pid:
         return pid
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for signum in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):  # as subprocess restores them
+            signal.signal(signum, signal.SIG_DFL)
         set_limits(job["worker_rlimits"])
         os.chdir(job["cwd"])
         os.execvpe(job["argv"][0], job["argv"], job["env"])
@@ -304,7 +305,7 @@ def supervise(job: dict, channel: socket.socket, worker: int) -> dict:
         ready, _, _ = select.select([channel, wake_r], [], [], POLL_S)
         if wake_r in ready:
             os.read(wake_r, 4096)
-        if channel in ready and not channel.recv(4096):
+        if channel in ready and not _receive(channel):
             result["limit"], result["detail"] = "stopped", "stopped by kskill"
             break
         status = _reap(block=False).get(worker)
@@ -320,6 +321,14 @@ def supervise(job: dict, channel: socket.socket, worker: int) -> dict:
     if result["returncode"] is None and status is not None:
         result["returncode"] = os.waitstatus_to_exitcode(status)
     return result
+
+
+def _receive(channel: socket.socket) -> bytes:
+    """What kskill sent; empty when it closed its end, or went away."""
+    try:
+        return channel.recv(4096)
+    except OSError:
+        return b""
 
 
 def _check_limits(job: dict, own_namespace: bool, result: dict) -> bool:
