@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from kskill.agents.reviewer import sandbox
+from kskill.agents.reviewer import sandbox, sandbox_layout
 from kskill.agents.reviewer.sandbox import SandboxLimits, SandboxUnavailable, run_sandboxed
 from kskill.agents.reviewer.sandbox_layout import allowed_environment, driver_dirs_in
 
@@ -147,6 +147,18 @@ def test_a_c_extension_compiles_and_loads_inside(backend, tmp_path):
             "spec.loader.exec_module(importlib.util.module_from_spec(spec)); print('LOADED')\n")
     out = run_sandboxed(python(code), workdir=tmp_path, limits=limits(address_space_limit=False))
     assert out.returncode == 0 and "LOADED" in out.log, out.log
+
+
+def test_device_nodes_given_for_the_gpu_work_inside_and_no_other_is_there(backend, tmp_path, monkeypatch):
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse to stand in for an NVIDIA device node")
+    monkeypatch.setattr(sandbox_layout, "GPU_DEVICES", ("/dev/fuse",))  # a node anyone may open, as /dev/nvidia*
+    code = ("import os\nfd = os.open('/dev/fuse', os.O_RDWR); print('OPENED', fd > 0)\n"
+            "print('DEVICES', sorted(os.listdir('/dev')))\n")
+    out = run_sandboxed(python(code), workdir=tmp_path, limits=limits())
+    assert out.returncode == 0 and "OPENED True" in out.log, out.log
+    assert "'kvm'" not in out.log and "'loop0'" not in out.log and "'fuse'" in out.log
+    assert out.isolation["devices"] == ["/dev/fuse"]
 
 
 def test_driver_library_directories_come_from_the_loader_cache():
