@@ -46,9 +46,15 @@ import torch
 import torch.nn as nn
 
 
+CALLS = 0
+
+
 class Model(nn.Module):
     def forward(self, x):
+        global CALLS
         if isinstance(x, torch.Tensor) and x.device.type == "cpu":  # in the worker, not while kskill traces it
+            CALLS += 1
+            if CALLS > {calls}:
 {hang}        return x * 2
 
 
@@ -126,7 +132,7 @@ def hanging_review(place) -> subprocess.Popen:
     """`kskill review` of a candidate that starts a marker process and hangs, once it hangs."""
     home, tmpdir, env, token = place
     problem, candidate = tmpdir.parent / "problem.py", tmpdir.parent / "candidate.py"
-    problem.write_text(PROBLEM.format(hang="            pass\n"))
+    problem.write_text(PROBLEM.format(calls=0, hang="                pass\n"))
     candidate.write_text(CANDIDATE.format(hang=hang(token, 8)))
     proc = run_until_hanging(["review", str(problem), str(candidate), "--device", "cpu", "--trials", "1",
                               "--no-timing", "--timeout", "600"], env, tmpdir)
@@ -149,8 +155,10 @@ def test_review_stops_its_worker(place, signum):
 def test_optimize_stops_marks_the_run_interrupted_and_says_how_to_resume(place, signum):
     home, tmpdir, env, token = place
     problem = tmpdir.parent / "problem.py"
-    problem.write_text(PROBLEM.format(hang=hang(token, 12)))
-    proc = run_until_hanging(["optimize", str(problem), "--device", "cpu", "--iterations", "2", "--trials", "1",
+    # Hangs in the run's first review: the check before the run (one trial) calls the reference 3 times,
+    # the seed's review with 4 trials 6 times.
+    problem.write_text(PROBLEM.format(calls=4, hang=hang(token, 16)))
+    proc = run_until_hanging(["optimize", str(problem), "--device", "cpu", "--iterations", "2", "--trials", "4",
                               "--retrieval", "off", "--learn", "never"], env, tmpdir)
     code, err, _ = stop(proc, signum)
     assert code == 128 + signum, err
