@@ -32,7 +32,9 @@ ENV_NAMES = frozenset({
     "PYTHONPATH", "PYTHONHOME", "PYTHONWARNINGS", "PYTHONFAULTHANDLER", "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "KSKILL_EXAMPLE_SCALE",  # the bundled and suite problems size their inputs by it
 })
+EXTRA_NAMES = "KSKILL_SANDBOX_ENV"  # comma-separated names a user's own problem files read
 ENV_PREFIXES = ("LC_", "TRITON_", "TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "PYTORCH_", "CUDA_", "CUBLAS_",
                 "CUBLASLT_", "CUDNN_", "NVIDIA_TF32", "KMP_", "OMP_", "MKL_", "GOMP_")
 SYSTEM_ROOTS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt")
@@ -48,8 +50,12 @@ def _secret_looking(name: str) -> bool:
 
 
 def allowed_environment(base: Mapping[str, str], extra: Mapping[str, str]) -> tuple[dict[str, str], list[str], list[str]]:
-    """(environment, names passed from base, names dropped from base): the allow-list, then `extra`."""
-    passed = sorted(k for k in base if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and not _secret_looking(k))
+    """(environment, names passed from base, names dropped from base): the allow-list (plus the names
+    that KSKILL_SANDBOX_ENV lists), then `extra`. The problem runs in the worker too and must see
+    what it reads, or it builds other inputs there than in the kskill process."""
+    chosen = {n.strip() for n in base.get(EXTRA_NAMES, "").split(",") if n.strip()}
+    passed = sorted(k for k in base if (k in ENV_NAMES or k in chosen or k.startswith(ENV_PREFIXES))
+                    and not _secret_looking(k))
     env = {k: base[k] for k in passed}
     env.update(extra)
     dropped = sorted(k for k in base if k not in env)

@@ -69,6 +69,13 @@ def test_environment_is_an_allow_list():
     assert dropped == ["DB_URL", "GH_TOKEN", "OPENAI_API_KEY", "TORCH_HUB_TOKEN"]
 
 
+def test_names_a_problem_reads_can_be_passed_but_never_secret_looking_ones():
+    base = {"KSKILL_EXAMPLE_SCALE": "4", "MY_MODEL_DIM": "512", "MY_TOKEN": "t", "OTHER": "x",
+            "KSKILL_SANDBOX_ENV": "MY_MODEL_DIM, MY_TOKEN"}
+    env, passed, _ = allowed_environment(base, {})
+    assert env == {"KSKILL_EXAMPLE_SCALE": "4", "MY_MODEL_DIM": "512"}
+
+
 def test_child_sees_only_allowed_names_and_its_own_dirs(tmp_path, monkeypatch):
     monkeypatch.setenv("DB_URL", "postgres://u:do-not-leak@h")
     monkeypatch.setenv("KSKILL_TEST_API_KEY", "do-not-leak")
