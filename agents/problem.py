@@ -2,8 +2,9 @@
 
 A problem is a Python file defining `Model` (an nn.Module), `get_inputs()` and
 `get_init_inputs()`. A candidate defines `ModelNew` with the same constructor and forward
-signatures. Both are only parsed here: code runs in the Reviewer's sandboxed worker,
-never in the kskill process.
+signatures. Both are only parsed here. A candidate runs only in the Reviewer's sandboxed
+worker; a problem is trusted code, the user's own model, which the Feature Extractor and the
+recipe brain also run in the kskill process to capture its graph.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import click
 
 from kskill.app import App
 from kskill.graph_schema.errors import KskillError
+from kskill.interrupts import Interrupted, as_interrupted, stop_on_signals
 
 
 class LazyGroup(click.Group):
@@ -73,9 +74,9 @@ def run(args: list[str] | None = None) -> int:
     try:
         # Outside standalone mode click returns, rather than raises, the code of a command's Exit.
         code = cli.main(args, prog_name="kskill", standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("interrupted", err=True)
-        return 130
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        stopped = exc if isinstance(exc, KeyboardInterrupt) else exc.__cause__  # click turns a signal into Abort
+        return _interrupted(as_interrupted(stopped if isinstance(stopped, KeyboardInterrupt) else KeyboardInterrupt()))
     except click.UsageError as exc:  # one line too, with where to read the usage
         where = f"; `{exc.ctx.command_path} --help` shows the usage" if exc.ctx else ""
         click.echo(f"error: {one_line(exc.format_message()).rstrip('.')}{where}", err=True)
@@ -105,5 +106,15 @@ def one_line(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _interrupted(exc: Interrupted) -> int:
+    """One line on what was stopped (and how to go on); the exit status of that signal."""
+    sandbox = sys.modules.get("kskill.agents.reviewer.sandbox")  # loaded only where workers ran
+    if sandbox is not None:
+        sandbox.stop_all()  # those of other threads; the main thread's stopped while unwinding
+    click.echo(f"interrupted by {exc.signal_name}; its workers were stopped", err=True)  # optimize says how to resume
+    return exc.exit_code
+
+
 def main() -> None:
+    stop_on_signals()
     sys.exit(run())

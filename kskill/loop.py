@@ -36,6 +36,7 @@ from kskill.agents.repairer import Repairer
 from kskill.agents.reviewer import Review
 from kskill.graph_schema.migrations import now_iso
 from kskill.graph_schema.model import Attempt, Run, stable_id
+from kskill.interrupts import RunInterrupted, as_interrupted
 from kskill.report import write_artifacts
 from kskill.run_state import AttemptRecord, RunState, release_lock, save_candidate, save_review, take_lock
 from kskill.trajectory import Trajectory
@@ -324,6 +325,9 @@ def run_loop(state: RunState, deps: Deps, start: Node | None = None) -> RunState
                 node = Finish(str(exc))
             except BrainUnavailable as exc:
                 node = Finish(f"the LLM endpoint is unavailable: {exc}")
+    except KeyboardInterrupt as exc:  # a stop signal (kskill.interrupts): the run can be resumed
+        _write_run(ctx, "interrupted")
+        raise RunInterrupted(as_interrupted(exc).signum, state.run_id) from exc
     except BaseException:
         _write_run(ctx, "interrupted")
         raise

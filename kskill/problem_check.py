@@ -25,8 +25,9 @@ def runnable_problem(path: Path, device: str = "auto", timeout_s: float = 300.0)
     from kskill.agents.reviewer import ReviewOptions, review
 
     problem = load_problem(path)
+    # The problem is trusted code (the user's own model): it runs without a sandbox where none works.
     options = ReviewOptions(trials=1, timing=False, profile=False, ncu=False, static_checks=False,
-                            device=device, timeout_s=timeout_s)
+                            device=device, timeout_s=timeout_s, unsandboxed_ok=True)
     result = review(problem, reference_candidate(problem).source, options)  # ProblemError in its phases
     if result.passed:
         return problem

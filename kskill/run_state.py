@@ -7,6 +7,7 @@ report. `load_state` rebuilds a RunState from both, which is how `--resume` cont
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -21,7 +22,6 @@ from kskill.agents.features import Features
 from kskill.agents.planner import MIN_GAIN
 from kskill.agents.problem import Problem, load_problem
 from kskill.agents.reviewer import Review
-from kskill.graph_schema.embedded import _alive as process_alive
 from kskill.trajectory import RunError, Trajectory, attempt_id
 
 
@@ -204,23 +204,36 @@ def save_review(state: RunState, record: AttemptRecord) -> None:
 
 
 # --- the run directory's lock: one process works on a run at a time -------------------------
+# flock(2) on run.lock: atomic, and released by the kernel when its holder dies however it dies, so
+# a lock is never stale. The file is never removed (removing it would let a second caller lock a
+# new file while a first still waits on the old one); it holds the last holder's pid for messages.
+
+_held: dict[Path, int] = {}  # run directory -> the open lock file of this process
+
 
 def take_lock(out_dir: Path) -> None:
-    path = out_dir / "run.lock"
-    if path.exists():
-        try:
-            pid = int(path.read_text().strip())
-        except ValueError:
-            pid = 0
-        if pid and pid != os.getpid() and process_alive(pid):
-            raise RunError(f"process {pid} is working on the run in {out_dir}; wait for it or stop it first")
-    path.write_text(str(os.getpid()))
+    """Lock the run directory for this process, or raise RunError naming the process that holds it."""
+    key = out_dir.resolve()
+    if key in _held:
+        return
+    fd = os.open(key / "run.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        who = f"process {holder}" if holder.isdigit() else "another process"
+        raise RunError(f"{who} is working on the run in {out_dir}; wait for it or stop it first") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _held[key] = fd
 
 
 def release_lock(out_dir: Path) -> None:
-    path = out_dir / "run.lock"
-    if path.exists() and path.read_text().strip() == str(os.getpid()):
-        path.unlink()
+    fd = _held.pop(out_dir.resolve(), None)
+    if fd is not None:
+        os.ftruncate(fd, 0)
+        os.close(fd)  # closing the last descriptor releases the flock
 
 
 # --- resume ---------------------------------------------------------------------------------

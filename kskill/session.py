@@ -22,7 +22,7 @@ from kskill.agents.optimizer import Optimizer
 from kskill.agents.planner import Planner
 from kskill.agents.problem import Problem, load_problem
 from kskill.agents.repairer import Repairer
-from kskill.agents.reviewer import Review, ReviewOptions, review
+from kskill.agents.reviewer import Review, ReviewOptions, require_isolation, review
 from kskill.config import Settings
 from kskill.graph_schema.store import GraphStore
 from kskill.loop import Deps, Progress, run_loop
@@ -55,7 +55,10 @@ def _retrieval(store: GraphStore, settings: Settings, via: str) -> Any:
 
 def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
                on_progress: Callable[[Progress], None] = lambda p: None, brain: Brain | None = None,
-               review_fn: Callable[[Problem, str], Review] | None = None) -> Deps:
+               review_fn: Callable[[Problem, str], Review] | None = None, unsafe_no_sandbox: bool = False) -> Deps:
+    """The agents of a run. Where no sandbox works, the recipe brain's candidates still run (kskill
+    writes them from its own templates and the problem, which is trusted); an LLM's run only with
+    `unsafe_no_sandbox`, and that is checked here, before the run starts."""
     brain = brain or make_brain(settings, config)
     retriever = _retrieval(store, settings, config.retrieval)
 
@@ -66,7 +69,11 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
         return [m.id for m in retriever.search(text, ["Technique"], k) if m.is_related]
 
     options = ReviewOptions(trials=config.trials, device=config.device, timeout_s=config.review_timeout_s,
-                            atol=config.atol, rtol=config.rtol, cpu_timing_reps=config.cpu_timing_reps)
+                            atol=config.atol, rtol=config.rtol, cpu_timing_reps=config.cpu_timing_reps,
+                            unsandboxed_ok=config.brain == "recipes" or unsafe_no_sandbox,
+                            hidden_paths=[str(settings.home)])
+    if review_fn is None:
+        require_isolation(options)
     timing_only = options.model_copy(update={"trials": 1, "profile": False})
     return Deps(
         trajectory=Trajectory(store),

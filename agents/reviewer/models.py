@@ -44,6 +44,8 @@ class ReviewOptions(BaseModel):
     memory_limit_mb: int = Field(16384, ge=256, description="host memory limit of the worker")
     gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
     isolate_network: bool = True
+    unsandboxed_ok: bool = Field(False, description="where no sandbox works, run without one (trusted code only)")
+    hidden_paths: list[str] = Field(default_factory=list, description="private paths the sandbox must never show")
     keep_workdir: bool = False
 
 
@@ -128,6 +130,19 @@ class Isolation(BaseModel):
     memory_strategy: str
     timeout_s: float
     dropped_env: list[str] = Field(default_factory=list)
+    sandbox: Literal["bwrap", "unshare", "none"] = "none"
+    sandbox_note: str = Field("", description="why a stronger sandbox was not used")
+    namespaces: list[str] = Field(default_factory=list, description="user, mount, pid, ipc, uts, net: those made")
+    read_only: list[str] = Field(default_factory=list, description="host paths the worker sees, read-only")
+    writable: list[str] = Field(default_factory=list, description="the only paths the worker can write")
+    hidden: list[str] = Field(default_factory=list, description="private paths inside read-only ones, covered")
+    devices: list[str] = Field(default_factory=list)
+    env_passed: list[str] = Field(default_factory=list, description="names passed from kskill's environment")
+    process_limit: int = 0
+    limits_note: str = ""
+    peak_memory_mb: float | None = Field(None, description="the whole sandbox's highest memory seen: the sum of "
+                                         "resident sizes, or of PSS where that sum neared the limit")
+    peak_processes: int | None = None
 
 
 class Review(BaseModel):

@@ -9,6 +9,7 @@ code never runs in this process.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import secrets
@@ -26,7 +27,8 @@ from kskill.agents.problem import Candidate, Problem, load_candidate, load_probl
 from kskill.agents.reviewer import profiling
 from kskill.agents.reviewer.models import (
     PROBLEM_PHASES, Correctness, Flag, Isolation, Review, ReviewOptions, Timing)
-from kskill.agents.reviewer.sandbox import SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed
+from kskill.agents.reviewer.sandbox import (
+    SandboxChoice, SandboxLimits, SandboxOutcome, python_module_argv, require_sandbox, run_sandboxed)
 from kskill.agents.reviewer.static_checks import check_source
 
 WORKER_MODULE = "kskill.agents.reviewer.worker"
@@ -48,6 +50,15 @@ def resolve_device(options: ReviewOptions) -> str:
     if options.device == "cuda" and not cuda_available():
         raise ReviewError("device 'cuda' was asked for but no CUDA device is available; use --device cpu")
     return options.device
+
+
+def require_isolation(options: ReviewOptions) -> SandboxChoice | None:
+    """The sandbox candidates will run in; raises SandboxUnavailable, before any work, where there is
+    none and the options do not accept running without one."""
+    if options.unsandboxed_ok:
+        return None
+    device = resolve_device(options)
+    return require_sandbox(CUDA_PROBE if device == "cuda" else ("true",))
 
 
 def review(problem: str | Path | Problem, candidate: str | Path | Candidate,
@@ -87,7 +98,8 @@ def _finish(review_: Review, started: float) -> Review:
 
 def _limits(options: ReviewOptions, device: str, timeout_s: float) -> SandboxLimits:
     return SandboxLimits(timeout_s=timeout_s, memory_limit_mb=options.memory_limit_mb,
-                         address_space_limit=device == "cpu", isolate_network=options.isolate_network)
+                         address_space_limit=device == "cpu", isolate_network=options.isolate_network,
+                         hidden=tuple(options.hidden_paths), unsandboxed_ok=options.unsandboxed_ok)
 
 
 def _write_job(workdir: Path, problem: Problem, candidate: Candidate, options: ReviewOptions,
@@ -136,11 +148,10 @@ def _review_in_sandbox(problem: Problem, candidate: Candidate, options: ReviewOp
 
 
 def _isolation(outcome: SandboxOutcome, options: ReviewOptions, device: str) -> Isolation:
-    strategy = ("RLIMIT_AS (virtual memory) and resident-memory watch" if device == "cpu"
-                else f"resident-memory watch; CUDA allocations capped at {options.gpu_memory_fraction:.0%} of the GPU")
-    return Isolation(network_isolated=outcome.network_isolated, network_note=outcome.network_note,
-                     memory_limit_mb=options.memory_limit_mb, memory_strategy=strategy,
-                     timeout_s=options.timeout_s, dropped_env=outcome.dropped_env)
+    fields = dict(outcome.isolation)
+    if device == "cuda":
+        fields["memory_strategy"] += f"; CUDA allocations capped at {options.gpu_memory_fraction:.0%} of the GPU"
+    return Isolation(**fields, memory_limit_mb=options.memory_limit_mb, timeout_s=options.timeout_s)
 
 
 def _death(data: dict[str, Any] | None, outcome: SandboxOutcome, options: ReviewOptions) -> tuple[str, str]:
@@ -149,7 +160,10 @@ def _death(data: dict[str, Any] | None, outcome: SandboxOutcome, options: Review
     if outcome.timed_out:
         return "timeout", f"the candidate ran past the {options.timeout_s:g} s limit (during {phase})"
     if outcome.memory_exceeded:
-        return "memory", f"the worker exceeded the {options.memory_limit_mb} MB memory limit (during {phase})"
+        return "memory", (f"the worker exceeded the {options.memory_limit_mb} MB memory limit: "
+                          f"{outcome.limit_detail} (during {phase})")
+    if outcome.processes_exceeded:
+        return "other", f"the candidate started too many processes: {outcome.limit_detail} (during {phase})"
     if outcome.signal_name == "SIGKILL":
         return "memory", f"the worker was killed (SIGKILL, most likely out of memory) during {phase}"
     if outcome.signal_name:
@@ -226,12 +240,12 @@ def _add_ncu(result: Review, problem: Problem, candidate: Candidate, options: Re
     report = workdir / "ncu.csv"
     argv = [ncu, *profiling.ncu_arguments(str(report)), *python_module_argv(WORKER_MODULE, str(job_path))]
     # ncu talks to its target over the loopback device, which a fresh network namespace lacks.
-    limits = SandboxLimits(timeout_s=options.ncu_timeout_s, memory_limit_mb=options.memory_limit_mb,
-                           address_space_limit=False, isolate_network=False)
-    outcome = run_sandboxed(argv, workdir=workdir, limits=limits)
+    limits = dataclasses.replace(_limits(options, "cuda", options.ncu_timeout_s), isolate_network=False)
+    outcome = run_sandboxed(argv, workdir=workdir, limits=limits, network_probe=CUDA_PROBE)
     log = (report.read_text(errors="replace") if report.exists() else "") + "\n" + outcome.log
     rows = profiling.parse_ncu_csv(log)
-    result.profile["ncu"] = {"network_isolated": False, "wall_s": outcome.wall_s}
+    result.profile["ncu"] = {"network_isolated": False, "sandbox": outcome.isolation.get("sandbox"),
+                             "wall_s": outcome.wall_s}
     if outcome.timed_out:
         result.unavailable.update({n: f"ncu ran past {options.ncu_timeout_s:g} s" for n in names})
         return

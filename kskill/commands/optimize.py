@@ -75,14 +75,19 @@ def resume_hint(run_id: str) -> str:
 @click.option("--confirm", type=click.IntRange(min=0), default=DEFAULT.confirm, show_default=True,
               help="Fastest candidates timed against the reference again at the end (GPU timings only; "
                    "0: off). The returned model is the fastest of that re-timing.")
+@click.option("--unsafe-no-sandbox", is_flag=True,
+              help="Where no sandbox works, run the LLM brain's candidates anyway, with your privileges.")
 @json_option
 @pass_app
 def optimize(app: App, problem: Path | None, iterations: int | None, brain: str | None, out_dir: Path | None,
              resume_id: str | None, time_limit: float, trials: int, device: str, atol: float | None,
              rtol: float | None, patience: int, retrieval: str, learn: str, max_tokens: int,
-             max_cost: float | None, confirm: int, as_json: bool) -> None:
+             max_cost: float | None, confirm: int, unsafe_no_sandbox: bool, as_json: bool) -> None:
     """Make PROBLEM (defines Model, get_inputs, get_init_inputs) faster: seed, review, plan from the
-    skill graph, optimize, repair, until a budget or an early stop. Writes model_new.py and report.md."""
+    skill graph, optimize, repair, until a budget or an early stop. Writes model_new.py and report.md.
+
+    PROBLEM is trusted code, like `python PROBLEM`: kskill runs it in its own process to capture
+    the model. Candidates run only in the sandbox; see the README for what it isolates."""
     if (problem is None) == (resume_id is None):
         raise click.UsageError("give a PROBLEM file or --resume RUN (not both)")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
@@ -94,16 +99,18 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
     show = Display()
     try:
         if resume_id:
-            state = resume(store, app.settings, resume_id, iterations=iterations, on_progress=show)
+            state = resume(store, app.settings, resume_id, iterations=iterations, on_progress=show,
+                           unsafe_no_sandbox=unsafe_no_sandbox)
         else:
             config = LoopConfig(
                 brain=brain or app.settings.brain, iterations=iterations or DEFAULT.iterations, time_limit_s=time_limit,
                 trials=trials, device=device, atol=atol, rtol=rtol, patience=patience, retrieval=retrieval,
                 learn=learn, max_tokens=max_tokens, max_cost_usd=max_cost, confirm=confirm)
             runnable_problem(problem, device, config.review_timeout_s)  # a reference that cannot run is an error
-            state = start(store, app.settings, problem, config, out_dir, on_progress=show)
-    except KeyboardInterrupt:
-        click.echo(resume_hint(show.run_id or resume_id or ""), err=True)
+            state = start(store, app.settings, problem, config, out_dir, on_progress=show,
+                          unsafe_no_sandbox=unsafe_no_sandbox)
+    except KeyboardInterrupt as exc:  # a stop signal: the loop marked the run interrupted
+        click.echo(resume_hint(getattr(exc, "run_id", "") or show.run_id or resume_id or ""), err=True)
         raise
     if as_json:
         emit_json(summary(state))

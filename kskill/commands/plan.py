@@ -31,7 +31,9 @@ INT64 = range(-(2**63), 2**63)  # what the graph stores can hold as an integer
 def plan(app: App, problem: Path, candidate: Path | None, observations_file: Path | None, ncu_csv: Path | None,
          atol: float | None, rtol: float | None, include_proposed: bool, record: bool, as_json: bool) -> None:
     """Which skill applies, and why: bottlenecks matched, technique selected, alternatives rejected.
-    The problem is checked first as `optimize` checks it: its reference must run on its own inputs."""
+    The problem is checked first as `optimize` checks it: its reference must run on its own inputs.
+    PROBLEM is trusted code, like `python PROBLEM`: kskill runs it to capture the model's graph.
+    CANDIDATE is only read, never run."""
     from kskill.problem_check import runnable_problem
 
     with console(stderr=True).status("reading the inputs") as status:

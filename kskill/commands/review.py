@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from kskill.agents.reviewer import Review, ReviewOptions, review as run_review
-from kskill.app import json_option
+from kskill.app import App, json_option, pass_app
 
 
 @click.command()
@@ -21,13 +21,18 @@ from kskill.app import json_option
 @click.option("--compile-reference", is_flag=True, help="Also time torch.compile of the reference.")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--no-ncu", is_flag=True, help="Skip Nsight Compute (torch.profiler still runs).")
+@click.option("--unsafe-no-sandbox", is_flag=True,
+              help="Where no sandbox works, run CANDIDATE anyway, with your privileges.")
 @json_option
-def review(problem: str, candidate: str, trials: int, atol: float | None, rtol: float | None, device: str,
-           timeout_s: float, compile_reference: bool, no_timing: bool, no_ncu: bool, as_json: bool) -> None:
+@pass_app
+def review(app: App, problem: str, candidate: str, trials: int, atol: float | None, rtol: float | None,
+           device: str, timeout_s: float, compile_reference: bool, no_timing: bool, no_ncu: bool,
+           unsafe_no_sandbox: bool, as_json: bool) -> None:
     """Check, time and profile CANDIDATE (defines ModelNew) against PROBLEM (defines Model,
     get_inputs, get_init_inputs) in a sandboxed subprocess. Exits 0 when the candidate passes, 1 when not."""
     options = ReviewOptions(trials=trials, atol=atol, rtol=rtol, device=device, timeout_s=timeout_s,
-                            compile_reference=compile_reference, timing=not no_timing, ncu=not no_ncu)
+                            compile_reference=compile_reference, timing=not no_timing, ncu=not no_ncu,
+                            unsandboxed_ok=unsafe_no_sandbox, hidden_paths=[str(app.settings.home)])
     result = run_review(problem, candidate, options)
     click.echo(result.to_json() if as_json else summary(result))
     if not result.passed:
@@ -57,7 +62,9 @@ def summary(result: Review) -> str:
         lines.append(f"  {flag.severity}: {flag.code}{where}: {flag.message}")
     if result.observations:
         lines.append(f"  observations: {len(result.observations)} measured, {len(result.unavailable)} unavailable")
-    if result.isolation and not result.isolation.network_isolated:
+    if result.isolation and result.isolation.sandbox == "none":
+        lines.append(f"  note: no sandbox: the candidate ran with your privileges ({result.isolation.sandbox_note})")
+    elif result.isolation and not result.isolation.network_isolated:
         lines.append(f"  note: {result.isolation.network_note}")
     if not result.passed and result.log:
         lines.append("  log (tail):")

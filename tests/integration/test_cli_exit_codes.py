@@ -181,7 +181,7 @@ def test_interrupted_optimize_prints_the_resume_command(kskill, monkeypatch):
     import kskill.session as session
     from kskill.loop import Progress
 
-    def interrupted(store, settings, problem, config, out_dir, on_progress):
+    def interrupted(store, settings, problem, config, out_dir, on_progress, **options):
         on_progress(Progress(0, config.iterations, "review attempt 1 (seed)", 1.0, 0, "run-softmax-rows-1", None))
         raise KeyboardInterrupt
 
