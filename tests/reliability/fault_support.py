@@ -16,7 +16,7 @@ from kskill.graph_schema.embedded import EmbeddedServer
 
 def count_setting(name: str, default: int) -> int:
     """A case's size: KSKILL_RELIABILITY_<NAME>, else the default that fits CI; slow cases are
-    run once at full size by hand (the figures in the closing notes say which)."""
+    run at full size by setting it."""
     return int(os.environ.get(f"KSKILL_RELIABILITY_{name}", default))
 
 
