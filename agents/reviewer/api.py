@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -203,14 +204,18 @@ class SandboxedBatch:
             raise ReviewError(f"the review worker returned a malformed result: {exc}") from exc
 
 
-def _isolation(outcome: SandboxOutcome | None, options: ReviewOptions, device: str) -> Isolation | None:
-    if outcome is None:
+def _isolation(seen: dict[str, Any], options: ReviewOptions, device: str) -> Isolation | None:
+    """The sandbox as the worker saw it: which network interfaces, which of our variables were gone."""
+    if not seen:
         return None
+    interfaces = [str(i) for i in seen.get("interfaces", [])]
+    names = set(seen.get("env_names", []))
     strategy = ("RLIMIT_AS (virtual memory) and resident-memory watch" if device == "cpu"
                 else f"resident-memory watch; CUDA allocations capped at {options.gpu_memory_fraction:.0%} of the GPU")
-    return Isolation(network_isolated=outcome.network_isolated, network_note=outcome.network_note,
+    return Isolation(network_isolated=set(interfaces) <= {"lo"},
+                     network_note=f"network interfaces inside the sandbox: {', '.join(interfaces) or 'none'}",
                      memory_limit_mb=options.memory_limit_mb, memory_strategy=strategy,
-                     timeout_s=options.timeout_s, dropped_env=outcome.dropped_env)
+                     timeout_s=options.timeout_s, dropped_env=sorted(k for k in os.environ if k not in names))
 
 
 def candidate_log(data: dict[str, Any], workdir: Path, outcome: SandboxOutcome | None) -> str:
@@ -233,7 +238,7 @@ def build_review(base: Review, data: dict[str, Any], batch: BatchRun, options: R
                  workdir: Path) -> Review:
     """The judge's data for one candidate, with the reference's facts and the sandbox's record, as a Review."""
     reference = batch.reference
-    outcome = batch.outcomes[0] if batch.outcomes else None
+    outcome = batch.outcomes[-1] if batch.outcomes else None
     failure = data.get("failure")
     flags = [*base.flags, *(Flag(**f) for f in reference.get("flags", [])), *(Flag(**f) for f in data.get("flags", []))]
     observations = {**reference.get("observations", {}), **(data.get("observations") or {})}
@@ -246,7 +251,7 @@ def build_review(base: Review, data: dict[str, Any], batch: BatchRun, options: R
     elif failure:
         unavailable.update(nsight.unavailable_all("Nsight Compute runs only on candidates that pass"))
     update: dict[str, Any] = {
-        "isolation": _isolation(outcome, options, device), "log": candidate_log(data, workdir, outcome),
+        "isolation": _isolation(batch.sandbox, options, device), "log": candidate_log(data, workdir, outcome),
         "device": reference.get("device", device), "compiled": bool(data.get("compiled")), "flags": flags,
         "correct": bool(data.get("correct")) and not failure, "observations": observations,
         "unavailable": unavailable,

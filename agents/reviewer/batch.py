@@ -63,6 +63,7 @@ class BatchRun:
         self.final: set[int] = set()
         self.reference: dict[str, Any] = {}
         self.reference_profile: dict[str, Any] = {}
+        self.sandbox: dict[str, Any] = {}  # the environment and network the judge saw from inside
         self.notes: list[str] = []
         self.outcomes: list[SandboxOutcome] = []
         self.problem_error: dict[str, Any] | None = None
@@ -161,6 +162,8 @@ class BatchRun:
                 state["phase"] = record
             elif kind == "reference":
                 self.reference = record
+            elif kind == "sandbox":
+                self.sandbox = record
             elif kind == "reference_profile":
                 self.reference_profile = record
             elif kind == "problem_error":

@@ -78,14 +78,13 @@ class RunnerProcess:
         os.close(from_runner)
         self._buffer = b""
 
-    def log_size(self) -> int:
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return 0
+    def request(self, message: dict[str, Any], timeout_s: float, doing: str, limit_s: float | None = None
+                ) -> dict[str, Any]:
+        """Send one command and wait up to timeout_s for its reply; raises RunnerDied.
 
-    def request(self, message: dict[str, Any], timeout_s: float, doing: str) -> dict[str, Any]:
-        """Send one command and wait for its reply; raises RunnerDied."""
+        limit_s is the limit a timeout is reported against (the candidate's whole budget, of which
+        timeout_s may be what is left).
+        """
         deadline = time.monotonic() + timeout_s
         try:
             os.write(self._commands, (json.dumps(message) + "\n").encode())
@@ -95,7 +94,7 @@ class RunnerProcess:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
-                raise RunnerDied("timeout", f"the candidate ran past the {timeout_s:g} s limit while {doing}")
+                raise RunnerDied("timeout", f"the candidate ran past the {limit_s or timeout_s:g} s limit while {doing}")
             ready, _, _ = select.select([self._replies], [], [], min(POLL_S, remaining))
             if ready:
                 chunk = os.read(self._replies, 1 << 20)

@@ -131,7 +131,8 @@ class Timing(BaseModel):
 
 
 class Isolation(BaseModel):
-    """What the sandbox could enforce for this run, so a reader knows what to trust."""
+    """What the sandbox could enforce for this run, as the worker saw it from inside, so a reader knows
+    what to trust."""
 
     network_isolated: bool
     network_note: str = ""

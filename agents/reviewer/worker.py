@@ -37,6 +37,8 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import json
+import os
+import socket
 import sys
 import time
 import traceback
@@ -104,6 +106,7 @@ class Judge:
         self.transfer = "cuda_ipc" if self.cuda else "file"
         self.time_separately = job.get("time_separately", False)
         self.judge_reference_ms: float | None = None
+        self.marks: dict[int, tuple[str, int]] = {}
         (workdir / "transfer").mkdir(exist_ok=True)
         self.receiver = OutputReceiver(workdir / "transfer")
 
@@ -114,6 +117,9 @@ class Judge:
 
     def publish(self, index: int, final: bool) -> None:
         state = self.states[index]
+        if index in self.marks:
+            name, start = self.marks.pop(index)
+            state["log"].append([name, start, _size(self.workdir / name)])
         state["final"] = final
         self.records.write("verdict", index=index, final=final, data=state)
 
@@ -264,9 +270,13 @@ class Judge:
             runner.kill()
             raise ProblemInputsDiffer("get_inputs() gave another process different tensors for the same seed; "
                                       "inputs must come from torch's (or Python's) seeded generators")
+        if reply.get("transfer_note"):
+            self.records.write("note", message=reply["transfer_note"])
         if reply.get("transfer") == "cuda_ipc" and not self.probe_works(reply.get("probe")):
             runner.close()
             self.transfer = "file"
+            self.records.write("note", message="the judge could not open the runner's shared CUDA memory; "
+                                               "outputs go through files")
             return self.start_runner()
         self.transfer = reply.get("transfer", self.transfer)
         return runner
@@ -289,7 +299,7 @@ class Judge:
         try:
             if self.runner is None:
                 self.runner = self.start_runner()
-            reply = self.runner.request(message, max(timeout_s, 0.1), doing)
+            reply = self.runner.request(message, max(timeout_s, 0.1), doing, self.job["timeout_s"])
         except RunnerDied as exc:
             self.drop_runner()
             if index is not None:
@@ -299,13 +309,10 @@ class Judge:
             self.drop_runner()  # the next candidate gets a runner nobody has patched
         return reply
 
-    def logged(self, index: int, start: int) -> None:
-        """Remember which part of the runner's log belongs to this candidate."""
-        end = self.runner.log_size() if self.runner is not None else start
-        self.states[index]["log"].append([f"runner-{self.generation}.log", start, max(start, end)])
-
-    def log_mark(self) -> int:
-        return self.runner.log_size() if self.runner is not None else 0
+    def begin(self, index: int) -> None:
+        """Mark where the runner's log stands: what it prints from here on belongs to this candidate."""
+        name = f"runner-{self.generation + (self.runner is None)}.log"  # a runner started next writes there
+        self.marks.setdefault(index, (name, _size(self.workdir / name)))
 
     def ensure_loaded(self, index: int, deadline: float) -> bool:
         if index in self.loaded and self.runner is not None:
@@ -349,6 +356,7 @@ class Judge:
                          f"running trial {trial.number}")
         if reply is None:
             return None
+        self.add_flags(index, reply.get("flags"))
         if "error" in reply or reply.get("contaminated"):
             return {"trial": trial.number, "passed": False, "error": reply}, [], reply
         if not same_fingerprint(reply.get("input_fingerprint"), input_print):
@@ -361,7 +369,8 @@ class Judge:
             return ({"trial": trial.number, "seed": trial.seed, "variant": trial.variant, "passed": False,
                      "outputs": [], "message": f"the outputs could not be read: {exc}"}, [], reply)
         passed, outputs, message = compare_outputs(got, expected, self.atol, self.rtol)
-        got_print = fingerprint([g for g in got if not (isinstance(g, torch.Tensor) and g.is_meta)])
+        unread = any(isinstance(g, torch.Tensor) and g.is_meta for g in got)  # wrong shape: data never read
+        got_print = None if unread else fingerprint(got)
         del got
         return ({"trial": trial.number, "seed": trial.seed, "variant": trial.variant, "passed": passed,
                  "outputs": outputs, "message": message}, got_print, reply)
@@ -370,9 +379,9 @@ class Judge:
         """Load a candidate and run every trial; its verdict is final unless it passed."""
         state = self.states[index] = new_state(index)
         deadline = time.monotonic() + self.job["timeout_s"]
+        self.begin(index)
         if not self.ensure_loaded(index, deadline):
             return
-        mark = self.log_mark()
         self.phase(index, "correctness")
         results, prints, launched = [], [], 0
         for trial in self.trials:
@@ -380,10 +389,9 @@ class Judge:
             if outcome is None:
                 return
             result, got_print, reply = outcome
-            self.add_flags(index, reply.get("flags"))
             if "error" in result:
-                self.logged(index, mark)
-                self.failed_reply(index, result["error"]) or self.reject(index)
+                if not self.failed_reply(index, result["error"]):
+                    self.reject(index)
                 return
             results.append(result)
             prints.append((got_print, self.expected(trial)[1]))
@@ -394,7 +402,6 @@ class Judge:
             return
         reply = self.ask(index, {"op": "finish", "index": index, "keep": True}, deadline - time.monotonic(),
                          "checking the CUDA context after the trials")
-        self.logged(index, mark)
         if reply is None:
             return
         if not reply.get("healthy", True):
@@ -417,14 +424,15 @@ class Judge:
     def judge_trials(self, index: int, results: list[dict[str, Any]], prints: list[tuple[list, list]],
                      launched: int, deadline: float) -> None:
         """The checks over a candidate's trials: insensitive outputs, stale memory, claimed and decoy kernels."""
-        stuck = sum(same_fingerprint(got, prints[0][0]) and not same_fingerprint(want, prints[0][1])
+        stuck = sum(got is not None and same_fingerprint(got, prints[0][0]) and not same_fingerprint(want, prints[0][1])
                     for got, want in prints[1:])
         if len(prints) > 1 and stuck == len(prints) - 1:
             self.flag(index, "input_insensitive", "the outputs did not change when the inputs changed "
                       "(hard-coded or cached results)")
-        failed = any(not t["passed"] for t in results)
+        failed = [t for t in results if not t["passed"]]
         if failed and not self.rejections(index):
-            probe = self.trial(index, Trial(-1, self.seed), deadline, probe="decoy")
+            # The first failed trial again, with the reference's answer left in freed memory.
+            probe = self.trial(index, Trial(-1, failed[0]["seed"], failed[0]["variant"]), deadline, probe="decoy")
             if probe is None:
                 return
             if probe[0]["passed"]:
@@ -472,11 +480,10 @@ class Judge:
             return True
         culprit = None if joint else indices[0]
         self.phase(culprit, "timing")
-        mark = self.log_mark()
+        if culprit is not None:
+            self.begin(culprit)
         reply = self.ask(culprit, {"op": "time", "indices": indices, "settings": self.job["timing"]},
                          deadline - time.monotonic(), "timing")
-        if culprit is not None:
-            self.logged(culprit, mark)
         if reply is None:
             return not joint
         found = timing_problems(reply, indices, self.cuda, self.judge_reference_ms,
@@ -500,6 +507,7 @@ class Judge:
         """Right on the timing inputs refilled with new values, and again if the speedup is excessive."""
         deadline = time.monotonic() + self.job["timeout_s"]
         self.phase(index, "verify_after_timing")
+        self.begin(index)
         outcome = self.trial(index, Trial(1000, self.seed + VERIFY_SEED), deadline, refill=True)
         if outcome is None:
             return
@@ -524,6 +532,8 @@ class Judge:
     # the batch ----------------------------------------------------------------------------------
     def profile(self, index: int | None) -> dict[str, Any] | None:
         self.phase(index, "profile")
+        if index is not None:
+            self.begin(index)
         return self.ask(index, {"op": "profile", "index": index}, self.job["timeout_s"], "profiling")
 
     def review_all(self) -> None:
@@ -589,6 +599,13 @@ def _stats(value: Any) -> dict[str, float] | None:
     return {k: value[k] for k in keys}
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _all_finite(value: Any) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in flatten_outputs(value)
                if isinstance(t, torch.Tensor) and (t.dtype.is_floating_point or t.dtype.is_complex))
@@ -600,6 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads(job_path.read_text())
     job_path.unlink()  # the key in it is gone before any candidate code runs
     records = RecordWriter(job["records_path"], job["key"])
+    records.write("sandbox", env_names=sorted(os.environ), interfaces=[name for _, name in socket.if_nameindex()])
     note = not_dumpable()
     judge = Judge(job, records, job_path.parent)
     try:
@@ -627,6 +645,4 @@ if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    import os
-
     os._exit(code)  # torch's exit handlers cost a second or more and nothing is left to save
