@@ -21,7 +21,7 @@ from typing import Any
 
 from kskill.agents.errors import ReviewError
 from kskill.agents.reviewer.models import ReviewOptions
-from kskill.agents.reviewer.protocol import PROBLEM_PHASES, RecordReader
+from kskill.agents.reviewer.protocol import RecordReader
 from kskill.agents.reviewer.sandbox import SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed
 
 WORKER_MODULE = "kskill.agents.reviewer.worker"

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kskill.agents.reviewer.sandbox import _resident_mb as resident_mb  # the sandbox's own watch, on the runner
+
 RUNNER_MODULE = "kskill.agents.reviewer.runner"
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 POLL_S = 0.05
@@ -34,17 +36,6 @@ class RunnerDied(Exception):
     def __init__(self, failure_class: str, message: str) -> None:
         super().__init__(message)
         self.failure_class = failure_class
-
-
-def resident_mb(pid: int) -> float:
-    """Resident memory of a process in MB (0 when it cannot be read)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0.0
 
 
 def death(returncode: int, doing: str) -> RunnerDied:

@@ -19,9 +19,6 @@ import json
 import os
 from typing import Any
 
-# Worker phases that run only the problem's own code: a failure there is the problem's, not the candidate's.
-PROBLEM_PHASES = frozenset({"load_problem", "build_reference", "reference"})
-
 # Seeds, as offsets from the review's seed: trial k draws seed + k, and each other use has its own
 # range, so no two uses ever see the same inputs.
 TIMING_SEED, PROFILE_SEED, NCU_SEED = 100, 200, 300

@@ -15,11 +15,13 @@ harness changed says so and exits, so the next candidate starts in a clean proce
 from __future__ import annotations
 
 import builtins
+import ctypes
 import faulthandler
 import gc
 import importlib.util
 import json
 import os
+import signal
 import statistics
 import sys
 import time
@@ -110,16 +112,29 @@ class Runner:
         self.sender = transfer.OutputSender(Path(setup.get("transfer_dir", ".")), setup.get("transfer", "file"))
         self.launches = dyn.KernelLaunches()
         self.timing_inputs: list[Any] | None = None
-        self.compiled = None
-        if setup.get("compile_reference"):
-            self.compiled = torch.compile(self.reference)
-            self.compiled(*self.inputs(self.seed + TIMING_SEED))  # compiled now, before any candidate
-        if setup.get("profiler"):  # the profiler loads dynamo, which rewraps torch.manual_seed: load it first
-            importlib.import_module("torch._dynamo")
-        self.integrity = dyn.Integrity(
+        self.compile_reference, self.compiled, self.dynamo_loaded = bool(setup.get("compile_reference")), None, False
+        self.integrity = self.snapshot()
+
+    @staticmethod
+    def snapshot() -> dyn.Integrity:
+        return dyn.Integrity(
             harness=[sys.modules[__name__], channel, correctness, dyn, profiling, timing, transfer],
             watched=[builtins, torch, torch.Tensor, getattr(torch._C, "TensorBase", torch.Tensor.__base__),
                      torch.nn.functional, torch.cuda, torch.cuda.Event, torch.profiler, time, statistics, json, os])
+
+    def load_dynamo(self) -> None:
+        """torch.profiler and torch.compile load dynamo, which rewraps torch.manual_seed and a few others.
+
+        Loaded only by a runner that profiles or compiles (a runner that only checks candidates is spared
+        the import): the harness is checked first, then the snapshot is taken again with dynamo in place.
+        """
+        if not self.dynamo_loaded:
+            self.check_integrity()
+            importlib.import_module("torch._dynamo")
+            if self.compile_reference:
+                self.compiled = torch.compile(self.reference)
+                self.compiled(*self.inputs(self.seed + TIMING_SEED))
+            self.integrity, self.dynamo_loaded = self.snapshot(), True
 
     def setup_reply(self) -> dict[str, Any]:
         """What the judge checks before any candidate: the same inputs, and a transfer that works."""
@@ -262,6 +277,8 @@ class Runner:
         """All the given candidates and the reference, interleaved, then the checks on those numbers."""
         self.phase = "timing"
         self.sender.release()
+        if self.cuda or self.compile_reference:
+            self.load_dynamo()
         inputs = self.timing_inputs = self.inputs(self.seed + TIMING_SEED)
         before = fingerprint(inputs)
         fns = self.timed_functions(msg["indices"], inputs)
@@ -287,6 +304,7 @@ class Runner:
 
     def profile(self, msg: dict[str, Any]) -> dict[str, Any]:
         self.phase = "profile"
+        self.load_dynamo()
         inputs = self.inputs(self.seed + PROFILE_SEED)
         index = msg.get("index")
         forward = (lambda: self.reference(*inputs)) if index is None else (
@@ -368,11 +386,21 @@ def ncu_target(job_path: Path) -> int:
     return 0
 
 
+def die_with_the_judge() -> None:
+    """PR_SET_PDEATHSIG: if the judge is killed, the kernel kills this process too (Linux; elsewhere, EOF on
+    the command pipe ends it, unless a candidate is still running)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = argv or sys.argv
     faulthandler.enable()  # a segfault still leaves a Python traceback in the log
     if argv[1] == "--ncu":
         return ncu_target(Path(argv[2]))
+    die_with_the_judge()
     return serve(channel.JudgeLink(int(argv[1]), int(argv[2])))
 
 

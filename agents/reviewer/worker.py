@@ -73,6 +73,17 @@ class Trial:
     variant: str | None = None
 
 
+@dataclass
+class Ran:
+    """A trial as the judge saw it: the result, fingerprints of both sides' outputs, the runner's reply."""
+
+    result: dict[str, Any]
+    output_print: list | None  # None where the outputs were not read (a wrong shape, an error)
+    expected_print: list
+    reply: dict[str, Any]
+    error: bool = False
+
+
 def not_dumpable() -> str:
     """Close this process's memory to the runner (PR_SET_DUMPABLE 0); a note when the OS refused."""
     try:
@@ -260,8 +271,7 @@ class Judge:
         setup = {"op": "setup", "problem_path": self.job["problem_path"], "device": self.job["device"],
                  "seed": self.seed, "memory_fraction": max(0.05, fraction), "transfer": self.transfer,
                  "transfer_dir": str(self.workdir / "transfer"), "reference": self.facts,
-                 "compile_reference": self.job.get("compile_reference", False),
-                 "profiler": bool(self.job.get("profile") or (self.cuda and self.job.get("timing")))}
+                 "compile_reference": self.job.get("compile_reference", False)}
         reply = runner.request(setup, max(RUNNER_START_S, self.job["timeout_s"]), "starting the runner")
         if "error" in reply:
             runner.kill()
@@ -348,8 +358,8 @@ class Judge:
 
     # correctness --------------------------------------------------------------------------------
     def trial(self, index: int, trial: Trial, deadline: float, probe: str | None = None,
-              refill: bool = False) -> tuple[dict[str, Any], list, dict[str, Any]] | None:
-        """(trial result, the candidate's output fingerprint, the runner's reply), or None if it died."""
+              refill: bool = False) -> Ran | None:
+        """One trial of a candidate, compared here; None if the runner died (the verdict is then written)."""
         expected, expected_print, input_print = self.expected(trial)
         reply = self.ask(index, {"op": "run", "index": index, "seed": trial.seed, "variant": trial.variant,
                                  "probe": probe, "refill": refill}, deadline - time.monotonic(),
@@ -357,23 +367,21 @@ class Judge:
         if reply is None:
             return None
         self.add_flags(index, reply.get("flags"))
+        result = {"trial": trial.number, "seed": trial.seed, "variant": trial.variant, "passed": False,
+                  "outputs": [], "message": ""}
         if "error" in reply or reply.get("contaminated"):
-            return {"trial": trial.number, "passed": False, "error": reply}, [], reply
+            return Ran(result, None, expected_print, reply, error=True)
         if not same_fingerprint(reply.get("input_fingerprint"), input_print):
-            return ({"trial": trial.number, "seed": trial.seed, "variant": trial.variant, "passed": False,
-                     "outputs": [], "message": "the candidate's process ran on other inputs than the judge drew"},
-                    [], reply)
+            result["message"] = "the candidate's process ran on other inputs than the judge drew"
+            return Ran(result, None, expected_print, reply)
         try:
             got = self.receiver.receive(reply.get("outputs"), flatten_outputs(expected))
         except TransferError as exc:
-            return ({"trial": trial.number, "seed": trial.seed, "variant": trial.variant, "passed": False,
-                     "outputs": [], "message": f"the outputs could not be read: {exc}"}, [], reply)
-        passed, outputs, message = compare_outputs(got, expected, self.atol, self.rtol)
-        unread = any(isinstance(g, torch.Tensor) and g.is_meta for g in got)  # wrong shape: data never read
-        got_print = None if unread else fingerprint(got)
-        del got
-        return ({"trial": trial.number, "seed": trial.seed, "variant": trial.variant, "passed": passed,
-                 "outputs": outputs, "message": message}, got_print, reply)
+            result["message"] = f"the outputs could not be read: {exc}"
+            return Ran(result, None, expected_print, reply)
+        result["passed"], result["outputs"], result["message"] = compare_outputs(got, expected, self.atol, self.rtol)
+        unread = any(isinstance(g, torch.Tensor) and g.is_meta for g in got)  # a wrong shape: data never read
+        return Ran(result, None if unread else fingerprint(got), expected_print, reply)
 
     def check(self, index: int) -> None:
         """Load a candidate and run every trial; its verdict is final unless it passed."""
@@ -383,21 +391,18 @@ class Judge:
         if not self.ensure_loaded(index, deadline):
             return
         self.phase(index, "correctness")
-        results, prints, launched = [], [], 0
+        runs: list[Ran] = []
         for trial in self.trials:
-            outcome = self.trial(index, trial, deadline)
-            if outcome is None:
+            ran = self.trial(index, trial, deadline)
+            if ran is None:
                 return
-            result, got_print, reply = outcome
-            if "error" in result:
-                if not self.failed_reply(index, result["error"]):
+            if ran.error:
+                if not self.failed_reply(index, ran.reply):
                     self.reject(index)
                 return
-            results.append(result)
-            prints.append((got_print, self.expected(trial)[1]))
-            launched += sum(v for v in (reply.get("launched") or {}).values() if isinstance(v, int))
-            state["trials"] = results
-        self.judge_trials(index, results, prints, launched, deadline)
+            runs.append(ran)
+            state["trials"] = [r.result for r in runs]
+        self.judge_trials(index, runs, deadline)
         if state["final"]:
             return
         reply = self.ask(index, {"op": "finish", "index": index, "keep": True}, deadline - time.monotonic(),
@@ -411,45 +416,46 @@ class Judge:
         if reply.get("settings_changed"):
             self.flag(index, "global_setting", f"the candidate changed {reply['settings_changed']}; the reference "
                       "ran with the problem's own settings", severity="warn")
-        failed = [t for t in results if not t["passed"]]
+        failed = [r.result for r in runs if not r.result["passed"]]
         if self.rejections(index):
             self.reject(index)
         elif failed:
-            self.fail(index, "numeric", f"{len(failed)} of {len(results)} trials failed; trial {failed[0]['trial']}: "
+            self.fail(index, "numeric", f"{len(failed)} of {len(runs)} trials failed; trial {failed[0]['trial']}: "
                                         f"{failed[0]['message']}", "correctness")
         else:
             state["correct"] = True
             self.publish(index, final=not (self.job.get("timing") or self.job.get("profile")))
 
-    def judge_trials(self, index: int, results: list[dict[str, Any]], prints: list[tuple[list, list]],
-                     launched: int, deadline: float) -> None:
+    def judge_trials(self, index: int, runs: list[Ran], deadline: float) -> None:
         """The checks over a candidate's trials: insensitive outputs, stale memory, claimed and decoy kernels."""
-        stuck = sum(got is not None and same_fingerprint(got, prints[0][0]) and not same_fingerprint(want, prints[0][1])
-                    for got, want in prints[1:])
-        if len(prints) > 1 and stuck == len(prints) - 1:
+        first = runs[0]
+        stuck = sum(r.output_print is not None and same_fingerprint(r.output_print, first.output_print)
+                    and not same_fingerprint(r.expected_print, first.expected_print) for r in runs[1:])
+        if len(runs) > 1 and stuck == len(runs) - 1:
             self.flag(index, "input_insensitive", "the outputs did not change when the inputs changed "
                       "(hard-coded or cached results)")
-        failed = [t for t in results if not t["passed"]]
+        failed = [r.result for r in runs if not r.result["passed"]]
         if failed and not self.rejections(index):
             # The first failed trial again, with the reference's answer left in freed memory.
             probe = self.trial(index, Trial(-1, failed[0]["seed"], failed[0]["variant"]), deadline, probe="decoy")
             if probe is None:
                 return
-            if probe[0]["passed"]:
+            if probe.result["passed"]:
                 self.flag(index, "stale_memory", "the outputs are right only when freed memory still holds the "
                           "reference's answer (uninitialised output buffers)")
+        launched = sum(v for r in runs for v in (r.reply.get("launched") or {}).values() if isinstance(v, int))
         claimed = self.entries[index].get("claims", {}).get("triton", [])
         if claimed and not launched:
             self.flag(index, "kernel_not_launched", f"the candidate defines Triton kernel(s) {', '.join(claimed)} "
-                      f"but launched none in {len(results)} trials: the work stays in torch")
+                      f"but launched none in {len(runs)} trials: the work stays in torch")
         elif launched and not failed and not self.rejections(index):
             probe = self.trial(index, Trial(-2, self.seed + ABLATION_SEED), deadline, probe="ablate")
             if probe is None:
                 return
-            result, _, reply = probe
-            if result["passed"] and reply.get("skipped_launches", 0) > 0:
-                self.flag(index, "decoy_kernel", f"the outputs stay right with all {reply['skipped_launches']} Triton "
-                          "kernel launches skipped: the kernels do no needed work, torch does it")
+            skipped = probe.reply.get("skipped_launches", 0)
+            if probe.result["passed"] and isinstance(skipped, int) and skipped > 0:
+                self.flag(index, "decoy_kernel", f"the outputs stay right with all {skipped} Triton kernel launches "
+                          "skipped: the kernels do no needed work, torch does it")
 
     # timing -----------------------------------------------------------------------------------
     def own_reference_ms(self) -> float | None:
@@ -508,25 +514,25 @@ class Judge:
         deadline = time.monotonic() + self.job["timeout_s"]
         self.phase(index, "verify_after_timing")
         self.begin(index)
-        outcome = self.trial(index, Trial(1000, self.seed + VERIFY_SEED), deadline, refill=True)
-        if outcome is None:
+        ran = self.trial(index, Trial(1000, self.seed + VERIFY_SEED), deadline, refill=True)
+        if ran is None:
             return
-        if not outcome[0]["passed"]:
+        if not ran.result["passed"]:
             self.flag(index, "changed_under_timing", "correct before timing, wrong after it on the same input tensors "
-                      f"holding new values: {outcome[0].get('message') or 'the call failed'}")
+                      f"holding new values: {ran.result['message'] or 'the call failed'}")
         speedup = (self.states[index]["timing"] or {}).get("speedup", 0.0)
         if speedup > self.job["max_speedup"]:
             self.flag(index, "excessive_speedup", f"speedup {speedup:.1f}x is above {self.job['max_speedup']:g}x; "
                       "re-verified on fresh inputs", severity="warn")
             for k in range(2):
-                outcome = self.trial(index, Trial(1001 + k, self.seed + EXCESSIVE_SEED + k), deadline)
-                if outcome is None:
+                ran = self.trial(index, Trial(1001 + k, self.seed + EXCESSIVE_SEED + k), deadline)
+                if ran is None:
                     return
-                if not outcome[0]["passed"]:
+                if not ran.result["passed"]:
                     self.states[index]["flags"] = [f for f in self.states[index]["flags"]
                                                    if f["code"] != "excessive_speedup"]
                     self.flag(index, "excessive_speedup", f"speedup {speedup:.1f}x did not survive re-verification: "
-                              f"{outcome[0].get('message') or 'the call failed'}")
+                              f"{ran.result['message'] or 'the call failed'}")
                     break
 
     # the batch ----------------------------------------------------------------------------------
