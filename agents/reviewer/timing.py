@@ -165,3 +165,31 @@ def timing_problems(reply: dict[str, Any], indices: list[int], cuda: bool, judge
         found.append((None, "reference_slowed", f"the reference took {reference:.4f} ms beside the candidates but "
                       f"{judge_reference_ms:.4f} ms in the judge's own process", "reject"))
     return found
+
+
+def timing_record(reply: dict[str, Any], index: int, cuda: bool, judge_reference_ms: float | None) -> dict | None:
+    """The Timing fields of one candidate out of the runner's timing reply (None if malformed)."""
+    stats = reply.get("stats") or {}
+    ref, cand = _stats(stats.get("reference")), _stats(stats.get(f"c{index}"))
+    if ref is None or cand is None:
+        return None
+    compiled = _stats(stats.get("compiled_reference"))
+    device = reply.get("device") or {}
+    record = {"method": "cuda_events" if cuda else "perf_counter", "representative": cuda,
+              "note": "" if cuda else "CPU timing (Triton interpreter): not representative of GPU speed",
+              "reference": ref, "candidate": cand, "compiled_reference": compiled,
+              "speedup": ref["median_ms"] / max(cand["median_ms"], 1e-9),
+              "l2_flush_bytes": int(reply.get("l2_flush_bytes", 0)), "warmup_reps": int(reply.get("warmup_reps", 0)),
+              "functions_timed": len(stats), "judge_reference_ms": judge_reference_ms,
+              "candidate_device_ms": (device.get(f"c{index}") or {}).get("ms"),
+              "reference_device_ms": (device.get("reference") or {}).get("ms")}
+    if compiled is not None:
+        record["speedup_vs_compiled"] = compiled["median_ms"] / max(cand["median_ms"], 1e-9)
+    return record
+
+
+def _stats(value: Any) -> dict[str, float] | None:
+    keys = ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "n")
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), (int, float)) for k in keys):
+        return None
+    return {k: value[k] for k in keys}

@@ -48,15 +48,11 @@ from typing import Any
 
 import torch
 
-from kskill.agents.reviewer import dynamic_checks as dyn
 from kskill.agents.reviewer.channel import RunnerDied, RunnerProcess
-from kskill.agents.reviewer.correctness import (
-    INPUT_VARIANTS, changed_leaves, clone_tree, compare_outputs, fingerprint, flatten_outputs,
-    max_abs_difference, same_fingerprint, seeded_inputs, seeded_model, tolerance_for, weak_reference)
-from kskill.agents.reviewer.protocol import (
-    ABLATION_SEED, EXCESSIVE_SEED, TIMING_SEED, VARIANT_SEED, VERIFY_SEED, RecordWriter)
-from kskill.agents.reviewer.runner import import_file
-from kskill.agents.reviewer.timing import timing_problems, time_cuda
+from kskill.agents.reviewer.correctness import compare_outputs, fingerprint, flatten_outputs, same_fingerprint
+from kskill.agents.reviewer.protocol import ABLATION_SEED, EXCESSIVE_SEED, VERIFY_SEED, RecordWriter
+from kskill.agents.reviewer.reference import Reference, Trial
+from kskill.agents.reviewer.timing import timing_problems, timing_record
 from kskill.agents.reviewer.transfer import OutputReceiver, TransferError
 
 RUNNER_START_S = 300.0  # importing torch and triton and building the reference in a fresh runner
@@ -64,13 +60,6 @@ RUNNER_START_S = 300.0  # importing torch and triton and building the reference 
 
 class ProblemInputsDiffer(Exception):
     """get_inputs() gave the runner other tensors than the judge for the same seed."""
-
-
-@dataclass(frozen=True)
-class Trial:
-    number: int
-    seed: int
-    variant: str | None = None
 
 
 @dataclass
@@ -107,8 +96,6 @@ class Judge:
         self.device = torch.device(job["device"])
         self.seed, self.atol, self.rtol = job["seed"], job.get("atol"), job.get("rtol")
         self.at = "start"
-        self.cache: dict[tuple[int, str | None], tuple[Any, list, list]] = {}
-        self.cached_bytes = 0
         self.states: dict[int, dict[str, Any]] = {}
         self.entries = {e["index"]: e for e in job["candidates"]}
         self.runner: RunnerProcess | None = None
@@ -120,6 +107,11 @@ class Judge:
         self.marks: dict[int, tuple[str, int]] = {}
         (workdir / "transfer").mkdir(exist_ok=True)
         self.receiver = OutputReceiver(workdir / "transfer")
+        self.reference: Reference | None = None
+
+    def load_reference(self) -> None:
+        self.reference = Reference(self.job, lambda phase: self.phase(None, phase))
+        self.records.write("reference", **self.reference.record)
 
     # records --------------------------------------------------------------------------------
     def phase(self, index: int | None, phase: str) -> None:
@@ -152,114 +144,6 @@ class Judge:
     def rejections(self, index: int) -> list[dict[str, Any]]:
         return [f for f in self.states[index]["flags"] if f["severity"] == "reject"]
 
-    # the reference ------------------------------------------------------------------------------
-    def load_reference(self) -> None:
-        self.phase(None, "load_problem")
-        self.problem = import_file(self.job["problem_path"], "kskill_problem")
-        self.init_inputs = self.problem.get_init_inputs()
-        if not isinstance(self.init_inputs, (list, tuple)):
-            raise TypeError("get_init_inputs() must return a list or tuple")
-        self.phase(None, "build_reference")
-        self.reference = seeded_model(self.problem.Model, list(self.init_inputs), self.seed, self.device)
-        self.phase(None, "reference")
-        inputs = seeded_inputs(self.problem, self.seed, self.device)
-        pristine = fingerprint(inputs)
-        ref_in = clone_tree(inputs)
-        torch.manual_seed(self.seed)
-        first = self.reference(*ref_in)
-        torch.manual_seed(self.seed)
-        second = self.reference(*clone_tree(inputs))
-        self.sync()
-        self.facts = {"mutated_inputs": changed_leaves(pristine, fingerprint(ref_in)),
-                      "aliases_inputs": bool(dyn.aliased_outputs(first, ref_in)),
-                      "output_types": dyn.output_type_names(first),
-                      "output_specs": [[list(t.shape), str(t.dtype).removeprefix("torch.")]
-                                       for t in flatten_outputs(first) if isinstance(t, torch.Tensor)]}
-        self.input_print = pristine
-        self.cache[(self.seed, None)] = (first, fingerprint(first), pristine)
-        diff = max_abs_difference(first, second)
-        self.trials, skipped = self.plan_trials(inputs, first)
-        notes = [f"the reference is not deterministic: two runs on the same inputs differ by up to {diff:.3g}"] \
-            if diff > 0 else []
-        self.reference_flags = self.weak_output_flags(first)
-        self.records.write("reference", device=torch.cuda.get_device_name() if self.cuda else "cpu",
-                           observations=self.problem_observations(inputs, first), notes=notes,
-                           reference_deterministic=diff == 0.0, reference_self_max_abs_diff=diff,
-                           skipped_variants=skipped, flags=self.reference_flags, facts=self.facts)
-
-    def plan_trials(self, inputs: list[Any], first: Any) -> tuple[list[Trial], dict[str, str]]:
-        """The problem's own trials, then the input variants its reference gives finite outputs on."""
-        trials = [Trial(k, self.seed + k) for k in range(self.job["trials"])]
-        skipped: dict[str, str] = {}
-        if not self.job.get("input_variants", True):
-            return trials, {v: "input variants were turned off" for v in INPUT_VARIANTS}
-        floating = any(isinstance(t, torch.Tensor) and t.dtype.is_floating_point for t in flatten_outputs(inputs))
-        for j, (variant, what) in enumerate(INPUT_VARIANTS.items()):
-            trial = Trial(len(trials), self.seed + VARIANT_SEED + j, variant)
-            if not floating:
-                skipped[variant] = "the problem has no floating-point inputs"
-            elif _all_finite(first) and not _all_finite(self.expected(trial)[0]):
-                skipped[variant] = f"the reference gives non-finite outputs on {what} inputs"
-                self.cache.pop((trial.seed, variant), None)
-            else:
-                trials.append(trial)
-        return trials, skipped
-
-    def expected(self, trial: Trial) -> tuple[Any, list, list]:
-        """(reference outputs, their fingerprint, the inputs' fingerprint) for a trial, computed once."""
-        key = (trial.seed, trial.variant)
-        if key in self.cache:
-            return self.cache[key]
-        inputs = seeded_inputs(self.problem, trial.seed, self.device, trial.variant)
-        before = fingerprint(inputs)
-        torch.manual_seed(trial.seed)
-        outputs = self.reference(*inputs)
-        self.sync()
-        entry = (outputs, fingerprint(outputs), before)
-        size = sum(t.numel() * t.element_size() for t in flatten_outputs(outputs) if isinstance(t, torch.Tensor))
-        if self.cached_bytes + size <= self.cache_budget():
-            self.cache[key] = entry
-            self.cached_bytes += size
-        return entry
-
-    def cache_budget(self) -> float:
-        """A quarter of what is free: the rest is for the runner and the comparisons."""
-        if self.cuda:
-            return torch.cuda.mem_get_info()[0] / 4
-        return self.job["memory_limit_mb"] * 2**20 / 4
-
-    def weak_output_flags(self, outputs: Any) -> list[dict[str, Any]]:
-        flags = []
-        for number, out in enumerate(flatten_outputs(outputs)):
-            if isinstance(out, torch.Tensor) and (weak := weak_reference(out, tolerance_for(out.dtype, self.atol,
-                                                                                               self.rtol)[0])):
-                why, scale = weak
-                flags.append({"code": "weak_reference_output", "severity": "warn", "origin": "dynamic",
-                              "message": f"output {number} of the reference is {why} (scale {scale:.3g}); it is "
-                                         "judged by relative error where it has a scale"})
-        return flags
-
-    def problem_observations(self, inputs: list[Any], outputs: Any) -> dict[str, Any]:
-        tensors_in = [t for t in flatten_outputs(inputs) if isinstance(t, torch.Tensor)]
-        tensors_out = [t for t in flatten_outputs(outputs) if isinstance(t, torch.Tensor)]
-        floating = [t for t in tensors_in + tensors_out if t.dtype.is_floating_point]
-        main = tensors_out[0].dtype if tensors_out else torch.float32
-        atol, rtol = tolerance_for(main, self.atol, self.rtol)
-        any_tensor = floating or tensors_out or tensors_in
-        return {
-            "dtype": str((floating or tensors_out or tensors_in)[0].dtype).removeprefix("torch.")
-            if any_tensor else "unknown",
-            "atol": atol, "rtol": rtol,
-            "output_numel": sum(t.numel() for t in tensors_out),
-            "input_bytes": sum(t.numel() * t.element_size() for t in tensors_in),
-            "batchnorm_training": any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
-                                      for m in self.reference.modules()),
-        }
-
-    def sync(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
-
     # the runner ----------------------------------------------------------------------------------
     def start_runner(self) -> RunnerProcess:
         self.generation += 1
@@ -270,13 +154,13 @@ class Judge:
             fraction -= torch.cuda.memory_reserved() / torch.cuda.get_device_properties(self.device).total_memory
         setup = {"op": "setup", "problem_path": self.job["problem_path"], "device": self.job["device"],
                  "seed": self.seed, "memory_fraction": max(0.05, fraction), "transfer": self.transfer,
-                 "transfer_dir": str(self.workdir / "transfer"), "reference": self.facts,
+                 "transfer_dir": str(self.workdir / "transfer"), "reference": self.reference.facts,
                  "compile_reference": self.job.get("compile_reference", False)}
         reply = runner.request(setup, max(RUNNER_START_S, self.job["timeout_s"]), "starting the runner")
         if "error" in reply:
             runner.kill()
             raise RunnerDied("other", f"the runner could not set the problem up: {reply['error'].get('message')}")
-        if not same_fingerprint(reply.get("input_fingerprint"), self.input_print):
+        if not same_fingerprint(reply.get("input_fingerprint"), self.reference.input_print):
             runner.kill()
             raise ProblemInputsDiffer("get_inputs() gave another process different tensors for the same seed; "
                                       "inputs must come from torch's (or Python's) seeded generators")
@@ -360,7 +244,7 @@ class Judge:
     def trial(self, index: int, trial: Trial, deadline: float, probe: str | None = None,
               refill: bool = False) -> Ran | None:
         """One trial of a candidate, compared here; None if the runner died (the verdict is then written)."""
-        expected, expected_print, input_print = self.expected(trial)
+        expected, expected_print, input_print = self.reference.expected(trial)
         reply = self.ask(index, {"op": "run", "index": index, "seed": trial.seed, "variant": trial.variant,
                                  "probe": probe, "refill": refill}, deadline - time.monotonic(),
                          f"running trial {trial.number}")
@@ -392,7 +276,7 @@ class Judge:
             return
         self.phase(index, "correctness")
         runs: list[Ran] = []
-        for trial in self.trials:
+        for trial in self.reference.trials:
             ran = self.trial(index, trial, deadline)
             if ran is None:
                 return
@@ -458,18 +342,8 @@ class Judge:
                           "skipped: the kernels do no needed work, torch does it")
 
     # timing -----------------------------------------------------------------------------------
-    def own_reference_ms(self) -> float | None:
-        """This process's timing of its own reference: what the runner's reference time must agree with."""
-        if not self.cuda:
-            return None
-        inputs = seeded_inputs(self.problem, self.seed + TIMING_SEED, self.device)
-        t = self.job["timing"]
-        raw = time_cuda({"reference": lambda: self.reference(*inputs)}, warmup_ms=t["warmup_ms"], rep_ms=t["rep_ms"],
-                        min_reps=t["min_reps"], max_reps=t["max_reps"])
-        return raw["stats"]["reference"]["median_ms"]
-
     def time_all(self, passing: list[int]) -> None:
-        self.judge_reference_ms = self.own_reference_ms()
+        self.judge_reference_ms = self.reference.own_time_ms()
         if len(passing) > 1 and not self.time_separately:
             if self.time_group(passing, joint=True):
                 return
@@ -577,44 +451,11 @@ class Judge:
                 self.publish(index, final=True)
 
 
-def timing_record(reply: dict[str, Any], index: int, cuda: bool, judge_reference_ms: float | None) -> dict | None:
-    """A Timing dict for one candidate out of the runner's timing reply (None if malformed)."""
-    stats = reply.get("stats") or {}
-    ref, cand = _stats(stats.get("reference")), _stats(stats.get(f"c{index}"))
-    if ref is None or cand is None:
-        return None
-    compiled = _stats(stats.get("compiled_reference"))
-    device = reply.get("device") or {}
-    record = {"method": "cuda_events" if cuda else "perf_counter", "representative": cuda,
-              "note": "" if cuda else "CPU timing (Triton interpreter): not representative of GPU speed",
-              "reference": ref, "candidate": cand, "compiled_reference": compiled,
-              "speedup": ref["median_ms"] / max(cand["median_ms"], 1e-9),
-              "l2_flush_bytes": int(reply.get("l2_flush_bytes", 0)), "warmup_reps": int(reply.get("warmup_reps", 0)),
-              "functions_timed": len(stats), "judge_reference_ms": judge_reference_ms,
-              "candidate_device_ms": (device.get(f"c{index}") or {}).get("ms"),
-              "reference_device_ms": (device.get("reference") or {}).get("ms")}
-    if compiled is not None:
-        record["speedup_vs_compiled"] = compiled["median_ms"] / max(cand["median_ms"], 1e-9)
-    return record
-
-
-def _stats(value: Any) -> dict[str, float] | None:
-    keys = ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "n")
-    if not isinstance(value, dict) or not all(isinstance(value.get(k), (int, float)) for k in keys):
-        return None
-    return {k: value[k] for k in keys}
-
-
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _all_finite(value: Any) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in flatten_outputs(value)
-               if isinstance(t, torch.Tensor) and (t.dtype.is_floating_point or t.dtype.is_complex))
 
 
 def main(argv: list[str] | None = None) -> int:
