@@ -250,6 +250,8 @@ def build_review(base: Review, data: dict[str, Any], batch: BatchRun, options: R
         unavailable.update(nsight.unavailable_all("no CUDA device: Nsight Compute needs a GPU"))
     elif failure:
         unavailable.update(nsight.unavailable_all("Nsight Compute runs only on candidates that pass"))
+    elif not (options.ncu and options.profile):
+        unavailable.update(nsight.unavailable_all("Nsight Compute was not asked for (ncu or profile turned off)"))
     update: dict[str, Any] = {
         "isolation": _isolation(batch.sandbox, options, device), "log": candidate_log(data, workdir, outcome),
         "device": reference.get("device", device), "compiled": bool(data.get("compiled")), "flags": flags,

@@ -196,11 +196,12 @@ def fingerprint(value: Any) -> list[Any]:
         if not isinstance(leaf, torch.Tensor):
             prints.append(repr(leaf))
             continue
-        total = magnitude = 0.0
+        sums = torch.zeros(2, dtype=torch.float64, device=leaf.device)  # summed on the device: one sync per leaf
         for chunk in _chunks(leaf):
             c = chunk.to(torch.float64)
-            total += float(c.nansum())
-            magnitude += float(c.abs().nansum())
+            sums[0] += c.nansum()
+            sums[1] += c.abs().nansum()
+        total, magnitude = sums.tolist()
         flat = leaf.detach().reshape(-1)
         flat = torch.view_as_real(flat).reshape(-1) if flat.is_complex() else flat
         count = min(flat.numel(), FINGERPRINT_SAMPLES)

@@ -160,10 +160,12 @@ class Review(BaseModel):
     unavailable: dict[str, str] = Field(default_factory=dict)
     flags: list[Flag] = Field(default_factory=list)
     profile: dict[str, Any] = Field(default_factory=dict)
+    # The reference's own profile (torch.profiler, and Nsight Compute from the cache or a run), on the
+    # reviews completed after it was taken: every passing one.
     reference_observations: dict[str, ObservationValue] = Field(default_factory=dict)
     reference_unavailable: dict[str, str] = Field(default_factory=dict)
     isolation: Isolation | None = None
-    wall_time_s: float = 0.0
+    wall_time_s: float = 0.0  # from the start of its batch to this verdict
 
     @property
     def passed(self) -> bool:

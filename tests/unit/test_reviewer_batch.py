@@ -42,7 +42,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         hoard = []
         while True:
-            hoard.append(torch.ones(64 * 1024 * 1024))
+            hoard.append(torch.empty(256 * 1024 * 1024))  # a gigabyte at a time, past the 3000 MB limit
 """
 
 
@@ -68,23 +68,16 @@ def test_a_mixed_batch_gives_each_candidate_its_own_class_and_times_the_good_one
     assert time.monotonic() - started < 600
 
 
-def test_the_time_limit_holds_while_a_review_is_in_flight():
+def test_the_time_limit_holds_while_a_review_is_in_flight_and_finished_reviews_are_kept():
     started = time.monotonic()
-    reviews = review_batch(RELU, [HANG, CANDIDATES / "honest" / "relu_triton.py"],
-                           ReviewOptions(device="cpu", timeout_s=300, profile=False), time_limit_s=45)
+    reviews = review_batch(RELU, [CANDIDATES / "broken" / "wrong_values.py", CANDIDATES / "broken" / "syntax_error.py",
+                                  HANG, CANDIDATES / "honest" / "relu_triton.py"],
+                           ReviewOptions(device="cpu", timeout_s=300, profile=False), time_limit_s=60)
     elapsed = time.monotonic() - started
-    assert elapsed < 45 + 15, elapsed
-    assert [r.failure_class for r in reviews] == ["timeout", "timeout"]
-    assert all("time budget ran out" in r.failure_message for r in reviews)
-
-
-def test_finished_reviews_are_kept_when_the_budget_runs_out():
-    fast, hang = CANDIDATES / "broken" / "syntax_error.py", HANG
-    reviews = review_batch(RELU, [CANDIDATES / "broken" / "wrong_values.py", fast, hang],
-                           ReviewOptions(device="cpu", timeout_s=300, profile=False, timing=False), time_limit_s=60)
-    assert reviews[0].failure_class == "numeric" and reviews[0].correctness.trials_run == 7
-    assert reviews[1].failure_class == "compile"
-    assert reviews[2].failure_class == "timeout" and "time budget" in reviews[2].failure_message
+    assert elapsed < 60 + 15, elapsed
+    assert [r.failure_class for r in reviews] == ["numeric", "compile", "timeout", "timeout"]
+    assert reviews[0].correctness.trials_run == 7  # finished before the budget ran out, and kept
+    assert all("time budget ran out" in r.failure_message for r in reviews[2:])
 
 
 def test_identity_passes_a_relu_on_non_negative_inputs_only_without_input_variants():
@@ -92,7 +85,7 @@ def test_identity_passes_a_relu_on_non_negative_inputs_only_without_input_varian
     problem = FIXTURES / "problems" / "relu_nonneg.py"
     candidate = CANDIDATES / "adversarial" / "identity_relu.py"
     fooled, caught = (review_batch(problem, [candidate], ReviewOptions(device="cpu", timing=False, profile=False,
-                                                                       input_variants=variants))[0]
+                                                                       trials=2, input_variants=variants))[0]
                       for variants in (False, True))
     assert fooled.passed
     assert caught.failure_class == "numeric"
@@ -111,23 +104,3 @@ def test_all_zeros_fail_a_softmax_whose_outputs_sit_below_the_tolerance():
     assert not zeros.passed
     assert all(not t.passed for t in zeros.correctness.trials)
     assert "judged by relative error" in zeros.correctness.trials[0].outputs[0].note
-
-
-def test_a_patched_harness_cannot_pass_a_wrong_answer():
-    """Replacing compare_outputs and the timers through sys.modules['__main__'] (as a candidate once did,
-    for a reported 8x) is caught; patching only while it runs, and restoring before it returns, leaves
-    the wrong answer to a comparison that is not in the candidate's process."""
-    patched, restored = review_batch(RELU, [CANDIDATES / "adversarial" / "harness_patch.py",
-                                            CANDIDATES / "adversarial" / "harness_patch_restored.py"],
-                                     ReviewOptions(device="cpu", profile=False))
-    assert patched.failure_class == "cheating" and "monkeypatch" in {f.code for f in patched.rejecting_flags()}
-    assert "compare_outputs" in patched.failure_message and patched.timing is None
-    assert restored.failure_class == "numeric" and restored.timing is None
-
-
-def test_one_static_failure_and_one_pass_keep_their_order():
-    reviews = review_batch(RELU, [CANDIDATES / "adversarial" / "thread_offload.py",
-                                  CANDIDATES / "honest" / "relu_triton.py"],
-                           ReviewOptions(device="cpu", trials=1, timing=False, profile=False))
-    assert reviews[0].failure_phase == "static_checks" and reviews[1].passed
-    assert reviews[1].correctness.trials_run == 3  # one trial, and the two input variants

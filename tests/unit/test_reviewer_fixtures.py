@@ -101,6 +101,17 @@ def test_review_serialises_to_json_and_back():
     assert result.isolation.memory_strategy.startswith("RLIMIT_AS")
 
 
+def test_a_patched_harness_cannot_pass_a_wrong_answer():
+    """Replacing compare_outputs and the timers through sys.modules['__main__'] (as a candidate once did,
+    for a reported 8x) is caught; patching only while it runs, and restoring before it returns, leaves
+    the wrong answer to a comparison that is not in the candidate's process."""
+    patched = batch_review(FIXTURES / "candidates" / "adversarial" / "harness_patch.py")
+    restored = batch_review(FIXTURES / "candidates" / "adversarial" / "harness_patch_restored.py")
+    assert patched.failure_class == "cheating" and "compare_outputs" in patched.failure_message
+    assert patched.timing is None and restored.timing is None
+    assert restored.failure_class == "numeric" and restored.correctness.trials_passed == 0
+
+
 def test_early_exit_without_static_checks_is_still_caught():
     result = review_fixture(FIXTURES / "candidates" / "adversarial" / "early_exit.py", static_checks=False)
     assert result.failure_class == "runtime" and "without finishing" in result.failure_message
