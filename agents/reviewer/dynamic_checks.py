@@ -103,7 +103,7 @@ class Integrity:
 
 # --- Triton launches ----------------------------------------------------------------------------
 
-def _triton_kernel_classes() -> list[type]:
+def triton_kernel_classes() -> list[type]:
     """The classes whose `run` launches a Triton kernel: compiled and interpreted."""
     classes = []
     try:
@@ -134,7 +134,7 @@ class KernelLaunches:
         self.counts: dict[str, int] = {}
         self.skip = False
         self.skipped = 0
-        for cls in _triton_kernel_classes():
+        for cls in triton_kernel_classes():
             cls.run = self._counted(cls.run)
 
     def _counted(self, run: Callable[..., Any]) -> Callable[..., Any]:

@@ -113,6 +113,8 @@ class Runner:
         self.launches = dyn.KernelLaunches()
         self.timing_inputs: list[Any] | None = None
         self.compile_reference, self.compiled, self.dynamo_loaded = bool(setup.get("compile_reference")), None, False
+        if self.cuda:  # every GPU runner profiles (the timing cross-check): dynamo in place before any candidate
+            importlib.import_module("torch._dynamo")
         self.integrity = self.snapshot()
 
     @staticmethod
@@ -120,13 +122,15 @@ class Runner:
         return dyn.Integrity(
             harness=[sys.modules[__name__], channel, correctness, dyn, profiling, timing, transfer],
             watched=[builtins, torch, torch.Tensor, getattr(torch._C, "TensorBase", torch.Tensor.__base__),
-                     torch.nn.functional, torch.cuda, torch.cuda.Event, torch.profiler, time, statistics, json, os])
+                     torch.nn.functional, torch.cuda, torch.cuda.Event, torch.profiler, time, statistics, json, os,
+                     *dyn.triton_kernel_classes()])
 
     def load_dynamo(self) -> None:
         """torch.profiler and torch.compile load dynamo, which rewraps torch.manual_seed and a few others.
 
-        Loaded only by a runner that profiles or compiles (a runner that only checks candidates is spared
-        the import): the harness is checked first, then the snapshot is taken again with dynamo in place.
+        On the CPU it is loaded only by a runner that profiles or compiles (one that only checks candidates
+        is spared the import): the harness is checked first, then the snapshot is taken again with dynamo
+        in place. A GPU runner loads it at start.
         """
         if not self.dynamo_loaded:
             self.check_integrity()
