@@ -56,14 +56,14 @@ def death(returncode: int, doing: str) -> RunnerDied:
 class RunnerProcess:
     """The judge's handle on one runner process."""
 
-    def __init__(self, log_path: Path, memory_limit_mb: int, watch_memory: bool) -> None:
+    def __init__(self, log_path: Path, device: str, memory_limit_mb: int, watch_memory: bool) -> None:
         to_runner, self._commands = os.pipe()
         self._replies, from_runner = os.pipe()
         self.log_path = log_path
         self.memory_limit_mb, self.watch_memory = memory_limit_mb, watch_memory
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", RUNNER_MODULE, str(to_runner), str(from_runner)],
+                [sys.executable, "-m", RUNNER_MODULE, str(to_runner), str(from_runner), device],
                 pass_fds=(to_runner, from_runner), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         os.close(to_runner)
         os.close(from_runner)

@@ -112,9 +112,8 @@ class Runner:
         self.sender = transfer.OutputSender(Path(setup.get("transfer_dir", ".")), setup.get("transfer", "file"))
         self.launches = dyn.KernelLaunches()
         self.timing_inputs: list[Any] | None = None
-        self.compile_reference, self.compiled, self.dynamo_loaded = bool(setup.get("compile_reference")), None, False
-        if self.cuda:  # every GPU runner profiles (the timing cross-check): dynamo in place before any candidate
-            importlib.import_module("torch._dynamo")
+        self.compile_reference, self.compiled = bool(setup.get("compile_reference")), None
+        self.dynamo_loaded = "torch._dynamo" in sys.modules  # a GPU runner loads it at start (warm_up)
         self.integrity = self.snapshot()
 
     @staticmethod
@@ -130,15 +129,17 @@ class Runner:
 
         On the CPU it is loaded only by a runner that profiles or compiles (one that only checks candidates
         is spared the import): the harness is checked first, then the snapshot is taken again with dynamo
-        in place. A GPU runner loads it at start.
+        in place. A GPU runner loads it at start (warm_up). torch.compile of the reference waits for the
+        first timing, so a runner restarted after a crash does not compile it again.
         """
-        if not self.dynamo_loaded:
-            self.check_integrity()
-            importlib.import_module("torch._dynamo")
-            if self.compile_reference:
-                self.compiled = torch.compile(self.reference)
-                self.compiled(*self.inputs(self.seed + TIMING_SEED))
-            self.integrity, self.dynamo_loaded = self.snapshot(), True
+        if self.dynamo_loaded and (self.compiled is not None or not self.compile_reference):
+            return
+        self.check_integrity()
+        importlib.import_module("torch._dynamo")
+        if self.compile_reference:
+            self.compiled = torch.compile(self.reference)
+            self.compiled(*self.inputs(self.seed + TIMING_SEED))
+        self.integrity, self.dynamo_loaded = self.snapshot(), True
 
     def setup_reply(self) -> dict[str, Any]:
         """What the judge checks before any candidate: the same inputs, and a transfer that works."""
@@ -399,12 +400,22 @@ def die_with_the_judge() -> None:
         pass
 
 
+def warm_up(device: str) -> None:
+    """What a GPU runner needs anyway, done while the judge is still building its reference: CUDA's
+    context, and dynamo, which every GPU runner's profiler loads (it rewraps torch.manual_seed, so it
+    must be in place before the harness snapshot)."""
+    if device == "cuda":
+        torch.cuda.init()
+        importlib.import_module("torch._dynamo")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = argv or sys.argv
     faulthandler.enable()  # a segfault still leaves a Python traceback in the log
     if argv[1] == "--ncu":
         return ncu_target(Path(argv[2]))
     die_with_the_judge()
+    warm_up(argv[3] if len(argv) > 3 else "cpu")
     return serve(channel.JudgeLink(int(argv[1]), int(argv[2])))
 
 

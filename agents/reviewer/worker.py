@@ -108,8 +108,10 @@ class Judge:
         (workdir / "transfer").mkdir(exist_ok=True)
         self.receiver = OutputReceiver(workdir / "transfer")
         self.reference: Reference | None = None
+        self.spare: RunnerProcess | None = None  # started before it is needed
 
     def load_reference(self) -> None:
+        self.spare = self.spawn_runner()  # its imports overlap the reference's set-up below
         self.reference = Reference(self.job, lambda phase: self.phase(None, phase))
         self.records.write("reference", **self.reference.record)
 
@@ -145,10 +147,14 @@ class Judge:
         return [f for f in self.states[index]["flags"] if f["severity"] == "reject"]
 
     # the runner ----------------------------------------------------------------------------------
-    def start_runner(self) -> RunnerProcess:
+    def spawn_runner(self) -> RunnerProcess:
+        """A runner process, importing torch and triton while the judge does other work."""
         self.generation += 1
-        runner = RunnerProcess(self.workdir / f"runner-{self.generation}.log", self.job["memory_limit_mb"],
-                               watch_memory=self.cuda)
+        return RunnerProcess(self.workdir / f"runner-{self.generation}.log", self.job["device"],
+                             self.job["memory_limit_mb"], watch_memory=self.cuda)
+
+    def start_runner(self) -> RunnerProcess:
+        runner, self.spare = self.spare or self.spawn_runner(), None
         fraction = self.job["gpu_memory_fraction"]
         if self.cuda:  # the judge's own reserve comes out of the candidate's share
             fraction -= torch.cuda.memory_reserved() / torch.cuda.get_device_properties(self.device).total_memory
@@ -187,6 +193,12 @@ class Judge:
             self.runner.close()
         self.runner, self.loaded = None, set()
 
+    def close(self) -> None:
+        self.drop_runner()
+        if self.spare is not None:
+            self.spare.close()
+            self.spare = None
+
     def ask(self, index: int | None, message: dict[str, Any], timeout_s: float, doing: str) -> dict[str, Any] | None:
         """The runner's reply, or None when it died (the candidate in flight, if any, then has its verdict)."""
         phase = self.at
@@ -205,7 +217,8 @@ class Judge:
 
     def begin(self, index: int) -> None:
         """Mark where the runner's log stands: what it prints from here on belongs to this candidate."""
-        name = f"runner-{self.generation + (self.runner is None)}.log"  # a runner started next writes there
+        current = self.runner or self.spare  # or a runner started next, in a new log
+        name = current.log_path.name if current is not None else f"runner-{self.generation + 1}.log"
         self.marks.setdefault(index, (name, _size(self.workdir / name)))
 
     def ensure_loaded(self, index: int, deadline: float) -> bool:
@@ -473,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the problem's own failure: no candidate is to blame
         records.write("problem_error", phase=judge.at, message=f"{type(exc).__name__}: {exc}",
                       traceback=traceback.format_exc()[-6000:])
+        judge.close()
         return 0
     if note:
         records.write("note", message=note)
@@ -483,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         records.write("problem_error", phase="reference", message=str(exc), traceback="")
         return 0
     finally:
-        judge.drop_runner()
+        judge.close()
     records.write("done")
     return 0
 
