@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from kskill.agents.reviewer.correctness import flatten_outputs
+from kskill.agents.reviewer.correctness import changed_leaves, fingerprint, flatten_outputs
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -101,6 +101,15 @@ class Integrity:
         return sorted(set(names))
 
 
+def runtime_snapshot() -> Integrity:
+    """The timing and synchronising functions only, for harnesses that import trusted code (kskill eval)."""
+    return Integrity(harness=[], watched=[])
+
+
+def patched_runtime(snapshot: Integrity) -> list[str]:
+    return snapshot.changed()
+
+
 # --- Triton launches ----------------------------------------------------------------------------
 
 def triton_kernel_classes() -> list[type]:
@@ -175,6 +184,11 @@ def aliased_outputs(outputs: Any, inputs: Any) -> list[int]:
             if any(r[0] < hi and lo < r[1] for lo, hi in ranges):
                 aliased.append(position)
     return aliased
+
+
+def mutated_inputs(before: Any, after: Any) -> list[int]:
+    """Positions of tensors that differ between two copies of the inputs (NaN equal to NaN)."""
+    return changed_leaves(fingerprint(before), fingerprint(after))
 
 
 def reused_outputs(first: Any, second: Any) -> list[int]:
