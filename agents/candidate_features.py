@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from kskill.agents.features import Features, Scalar, canonical, op_family
-from kskill.agents.reviewer.static_checks import dotted_name
+from kskill.agents.reviewer.static_checks import cuda_sources, dotted_name, is_jit
 
 _TL_TRANSCENDENTAL = frozenset("exp exp2 log log2 sigmoid sqrt sqrt_rn rsqrt sin cos erf tanh pow fast_expf "
                                "fast_logf softplus".split())
@@ -33,20 +33,9 @@ def _dotted(node: ast.AST) -> str:
     return dotted_name(node) or ""
 
 
-def _is_jit(decorator: ast.expr) -> bool:
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    return _dotted(target).split(".")[-1] == "jit"
-
-
 def _int_values(nodes: Iterable[ast.AST]) -> list[int]:
     return [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, int)
             and not isinstance(n.value, bool)]
-
-
-def _cuda_sources(tree: ast.Module) -> str:
-    """Every string constant that looks like CUDA C++ (the sources given to load_inline)."""
-    texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-    return "\n".join(t for t in texts if "__global__" in t or "#include" in t or "--use_fast_math" in t)
 
 
 def _cuda_k_loops(code: str) -> int:
@@ -214,11 +203,11 @@ def candidate_features(source: str) -> Features:
         reason = f"the candidate does not parse (line {exc.lineno}: {exc.msg})"
         return Features({}, {"code_language": reason})
     functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
-    kernels = [f for f in functions if any(_is_jit(d) for d in f.decorator_list)]
+    kernels = [f for f in functions if any(is_jit(d) for d in f.decorator_list)]
     autotune = any(_dotted(d.func if isinstance(d, ast.Call) else d).endswith("autotune")
                    for f in functions for d in f.decorator_list)
     stats = _triton_kernel_stats(kernels)
-    cuda = _cuda_features(_cuda_sources(tree))
+    cuda = _cuda_features(cuda_sources(tree))
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
     names = {_dotted(c.func) for c in calls}
     attributes = {_dotted(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kskill.agents.reviewer.review import CUDA_PROBE
+from kskill.agents.reviewer.batch import CUDA_PROBE
 from kskill.agents.reviewer.sandbox import (
     SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed, workspace_environment)
 

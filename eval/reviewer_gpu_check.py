@@ -8,6 +8,9 @@ Checks, in one run:
    the Triton and CUDA C++ ReLU fixtures are checked the same way on a 64 MB ReLU.
 3. Nsight Compute metrics are collected for a Triton kernel and for a CUDA C++ kernel,
    or the reason they are unavailable is printed.
+4. Review time per candidate in a batch of --batch-size candidates (the seed as ModelNew, each
+   copy its own candidate), against one review alone, on each problem (also KernelBench files:
+   --batch-problems PATH ...). Targets: at most 5 s per candidate in a batch, 30 s for one alone.
 
     python -m kskill.eval.reviewer_gpu_check --out runs/reviewer_gpu_check
 
@@ -27,7 +30,7 @@ from typing import Any
 
 import torch
 
-from kskill.agents.reviewer import ReviewOptions, review
+from kskill.agents.reviewer import ReviewOptions, review, review_batch
 
 # The checkout that holds eval/problems and tests/fixtures: beside this file in an editable
 # install, otherwise the working directory (run it from the repository root).
@@ -97,12 +100,31 @@ def check_ncu(problem: Path, candidate: Path) -> dict[str, Any]:
     }
 
 
+def check_batch(problem: Path, size: int) -> dict[str, Any]:
+    """Wall time of one review alone and of a batch of `size`, with the product's default options."""
+    seed = seed_candidate(problem)
+    started = time.monotonic()
+    alone = review(problem, seed, ReviewOptions(device="cuda"))
+    alone_s = time.monotonic() - started
+    batch = [f"{seed}\n# copy {k}\n" for k in range(size)]
+    started = time.monotonic()
+    reviews = review_batch(problem, batch, ReviewOptions(device="cuda"))
+    batch_s = time.monotonic() - started
+    failed = [r for r in [alone, *reviews] if not r.passed]
+    return {"problem": problem.stem, "alone_s": alone_s, "batch_s": batch_s, "batch_size": size,
+            "per_candidate_s": batch_s / size, "passed": not failed,
+            "failure": f"{failed[0].failure_class}: {failed[0].failure_message}" if failed else ""}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/reviewer_gpu_check"))
     parser.add_argument("--problems", nargs="*", default=list(DEFAULT_PROBLEMS),
                         help="names in tests/fixtures/reviewer/gpu or eval/problems")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch-problems", nargs="*", type=Path, default=[],
+                        help="problem files (KernelBench ones too) for the review-time check; default: --problems")
+    parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device: this check needs a GPU", file=sys.stderr)
@@ -126,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         ncu.append(check_ncu(relu, candidate))
         print(json.dumps(ncu[-1], default=str), flush=True)
 
+    batches = []
+    for path in args.batch_problems or [FIXTURES / "gpu" / f"{n}.py" for n in args.problems
+                                        if (FIXTURES / "gpu" / f"{n}.py").exists()]:
+        batches.append(check_batch(path, args.batch_size))
+        print(json.dumps(batches[-1], default=str), flush=True)
+
     print(f"{'problem':28s} {'harness ms':>11s} {'do_bench ms':>11s} {'diff':>7s} {'speedups':>26s} {'spread':>7s}")
     for r in rows:
         if "error" in r:
@@ -140,17 +168,22 @@ def main(argv: list[str] | None = None) -> int:
               f"kernel={n['profiled_kernel']} {n['failure']}")
         for name, reason in n["ncu_unavailable"].items():
             print(f"    unavailable {name}: {reason}")
+    for b in batches:
+        print(f"review time {b['problem']:24s} alone {b['alone_s']:6.1f} s, batch of {b['batch_size']} "
+              f"{b['batch_s']:6.1f} s = {b['per_candidate_s']:5.1f} s per candidate {b['failure']}")
     timed = [r for r in rows if "error" not in r]
     verdict = {
         "timing_within_5pct": sum(r["timing_diff"] <= TIMING_TOLERANCE for r in timed),
         "speedup_within_3pct": sum(r["speedup_spread"] <= SPEEDUP_TOLERANCE for r in timed),
         "problems_timed": len(timed), "ncu_triton": any(v is not None for v in ncu[0]["ncu"].values()),
         "ncu_cuda": any(v is not None for v in ncu[1]["ncu"].values()),
+        "per_candidate_within_5s": sum(b["per_candidate_s"] <= 5 for b in batches),
+        "alone_within_30s": sum(b["alone_s"] <= 30 for b in batches), "batches": len(batches),
     }
     print(json.dumps(verdict))
     args.out.mkdir(parents=True, exist_ok=True)
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "cuda": torch.version.cuda, "wall_s": time.time() - started, "timing": rows, "ncu": ncu,
+              "cuda": torch.version.cuda, "wall_s": time.time() - started, "timing": rows, "ncu": ncu, "batches": batches,
               "verdict": verdict}
     (args.out / "results.json").write_text(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out / 'results.json'}")

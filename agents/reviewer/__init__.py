@@ -1,10 +1,26 @@
 """Reviewer: sandboxed compile, correctness, timing and profiling of candidates.
 
-Public entry: review(problem, candidate, options) -> Review (see review.py).
+Public entry points (api.py):
+    review_batch(problem, candidates, options, *, time_limit_s=None, on_result=None) -> list[Review]
+    review(problem, candidate, options) -> Review   (a batch of one)
+    require_isolation(options): the sandbox candidates will run in, or SandboxUnavailable
+
+The names are loaded on first use: the sandboxed worker modules live in this package too,
+and they must start with torch and the standard library alone (no pydantic).
 """
 
-from kskill.agents.reviewer.models import Flag, Review, ReviewOptions, Timing
-from kskill.agents.reviewer.review import require_isolation, review
-from kskill.agents.reviewer.sandbox import SandboxUnavailable
+from __future__ import annotations
 
-__all__ = ["Flag", "Review", "ReviewOptions", "SandboxUnavailable", "Timing", "require_isolation", "review"]
+from typing import Any
+
+_EXPORTS = {"Flag": "models", "Review": "models", "ReviewOptions": "models", "Timing": "models",
+            "review": "api", "review_batch": "api", "require_isolation": "api", "SandboxUnavailable": "sandbox"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -1,66 +1,172 @@
-"""Anti-cheat checks made while the candidate runs (inside the worker).
+"""Anti-cheat checks made while the candidate runs (inside the runner process).
 
-Static checks read the source; these watch behaviour: inputs written to, outputs that
-alias inputs, outputs that only match when freed memory still holds the answer, outputs
-that ignore their inputs, and runtime functions (timers, events, comparisons) replaced
-after the candidate was imported.
+Static checks read the source; these watch behaviour: outputs that alias inputs or are not
+plain tensors, outputs that only match when freed memory still holds the answer, results
+served again instead of computed, Triton kernels that are claimed but not launched (or
+launched for show), and the harness's own functions replaced after the candidate was
+imported. Whatever they find is reported to the judge as flags; the judge alone decides.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+import types
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 
-from kskill.agents.reviewer.correctness import flatten_outputs
+from kskill.agents.reviewer.correctness import changed_leaves, fingerprint, flatten_outputs
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
     return [t for t in flatten_outputs(value) if isinstance(t, torch.Tensor)]
 
 
-# --- runtime integrity --------------------------------------------------------------------
+# --- harness integrity ----------------------------------------------------------------------
 
 def _watched() -> dict[str, Any]:
-    """The functions the harness relies on to time and to compare."""
+    """Functions the harness relies on to time, to synchronise and to seed, by name."""
     watched: dict[str, Any] = {
         "time.perf_counter": time.perf_counter, "time.time": time.time, "time.monotonic": time.monotonic,
         "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
-        "torch.cuda.current_stream": torch.cuda.current_stream,
-        "torch.allclose": torch.allclose, "torch.equal": torch.equal, "torch.isclose": torch.isclose,
-        "torch.Tensor.clone": torch.Tensor.clone, "torch.Tensor.to": torch.Tensor.to,
-        "torch.Tensor.__sub__": torch.Tensor.__sub__, "torch.Tensor.abs": torch.Tensor.abs,
-        "torch.Tensor.__gt__": torch.Tensor.__gt__, "torch.Tensor.sum": torch.Tensor.sum,
-        "torch.manual_seed": torch.manual_seed, "torch.no_grad": torch.no_grad,
+        "torch.cuda.current_stream": torch.cuda.current_stream, "torch.manual_seed": torch.manual_seed,
+        "torch.Tensor.clone": torch.Tensor.clone, "torch.Tensor.copy_": torch.Tensor.copy_,
+        "torch.Tensor.to": torch.Tensor.to, "torch.no_grad": torch.no_grad,
+        "torch.UntypedStorage._share_cuda_": getattr(torch.UntypedStorage, "_share_cuda_", None),
     }
     for name in ("record", "elapsed_time", "synchronize", "query", "wait"):
         watched[f"torch.cuda.Event.{name}"] = getattr(torch.cuda.Event, name, None)
     return watched
 
 
-def runtime_snapshot() -> dict[str, Any]:
-    """Taken before the candidate is imported; compared later with patched_runtime."""
-    return _watched()
+def _public(namespace: dict[str, Any]) -> dict[str, Any]:
+    """Names torch does not rebind itself: public ones and dunders (torch sets _initialized and the like)."""
+    return {k: v for k, v in namespace.items() if not k.startswith("_") or k.startswith("__")}
 
 
-def patched_runtime(snapshot: dict[str, Any]) -> list[str]:
-    """Names of watched functions that are no longer the objects they were."""
-    now = _watched()
-    return [name for name, obj in snapshot.items() if now.get(name) is not obj]
+def _frozen_namespaces(modules: Iterable[types.ModuleType]) -> dict[str, dict[str, Any]]:
+    """The harness modules' globals and the namespaces of the classes they define."""
+    spaces: dict[str, dict[str, Any]] = {}
+    for module in modules:
+        spaces[module.__name__] = vars(module)
+        for name, obj in vars(module).items():
+            if isinstance(obj, type) and obj.__module__ == module.__name__:
+                spaces[f"{module.__name__}.{name}"] = obj.__dict__  # type: ignore[assignment]
+    return spaces
+
+
+def _functions(spaces: dict[str, dict[str, Any]]) -> dict[str, types.FunctionType]:
+    found = {}
+    for where, space in spaces.items():
+        for name, obj in space.items():
+            obj = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
+            if isinstance(obj, types.FunctionType):
+                found[f"{where}.{name}"] = obj
+    return found
+
+
+class Integrity:
+    """What the harness relies on, by identity, taken before any candidate code is imported.
+
+    - the harness modules' globals and their classes' namespaces: every name still bound to the
+      same object and none added (a new global can shadow a builtin);
+    - the code, defaults and closures of the harness's functions (a function patched in place
+      keeps its identity but not its __code__);
+    - the public names of torch's namespaces, the builtins and the timing functions.
+    A candidate that changes any of them is rejected, and the runner that imported it is
+    replaced before the next candidate runs.
+    """
+
+    def __init__(self, harness: Iterable[types.ModuleType], watched: Iterable[Any]) -> None:
+        self.frozen = {name: (space, dict(space)) for name, space in _frozen_namespaces(harness).items()}
+        self.watched = {getattr(ns, "__name__", repr(ns)): (vars(ns), _public(dict(vars(ns)))) for ns in watched}
+        self.functions = {name: (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.__closure__)
+                          for name, fn in _functions({n: s for n, (s, _) in self.frozen.items()}).items()}
+        self.runtime = _watched()
+
+    def changed(self) -> list[str]:
+        """Names of everything that is no longer what it was; [] when the harness is intact."""
+        missing = object()
+        names = [f"{where}.{k}" for where, (live, saved) in self.frozen.items()
+                 for k in {*saved, *live} if live.get(k, missing) is not saved.get(k, missing)]
+        names += [f"{where}.{k}" for where, (live, saved) in self.watched.items()
+                  for k, v in saved.items() if live.get(k, missing) is not v]
+        names += [f"{name} (code)" for name, (fn, code, defaults, kwdefaults, closure) in self.functions.items()
+                  if fn.__code__ is not code or fn.__defaults__ is not defaults
+                  or fn.__kwdefaults__ is not kwdefaults or fn.__closure__ is not closure]
+        now = _watched()
+        names += [name for name, obj in self.runtime.items() if now.get(name) is not obj]
+        return sorted(set(names))
+
+
+def runtime_snapshot() -> Integrity:
+    """The timing and synchronising functions only, for harnesses that import trusted code (kskill eval)."""
+    return Integrity(harness=[], watched=[])
+
+
+def patched_runtime(snapshot: Integrity) -> list[str]:
+    return snapshot.changed()
+
+
+# --- Triton launches ----------------------------------------------------------------------------
+
+def triton_kernel_classes() -> list[type]:
+    """The classes whose `run` launches a Triton kernel: compiled and interpreted."""
+    classes = []
+    try:
+        from triton.runtime.jit import JITFunction
+
+        classes.append(JITFunction)
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except ImportError:
+        pass
+    return classes
+
+
+def kernel_name(kernel: Any) -> str:
+    fn = getattr(kernel, "fn", None)
+    return getattr(fn, "__name__", None) or getattr(kernel, "__name__", type(kernel).__name__)
+
+
+class KernelLaunches:
+    """Counts Triton kernel launches by kernel name, and skips them on request (the decoy probe).
+
+    A candidate whose outputs stay right with every launch skipped had kernels that did no
+    needed work: the work was left in torch.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.skip = False
+        self.skipped = 0
+        for cls in triton_kernel_classes():
+            cls.run = self._counted(cls.run)
+
+    def _counted(self, run: Callable[..., Any]) -> Callable[..., Any]:
+        launches = self
+
+        @functools.wraps(run)
+        def counted(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("warmup"):
+                return run(kernel, *args, **kwargs)
+            if launches.skip:
+                launches.skipped += 1
+                return None
+            name = kernel_name(kernel)
+            launches.counts[name] = launches.counts.get(name, 0) + 1
+            return run(kernel, *args, **kwargs)
+
+        return counted
+
+    def total(self) -> int:
+        return sum(self.counts.values())
 
 
 # --- per-call checks ------------------------------------------------------------------------
-
-def mutated_inputs(before: Any, after: Any) -> list[int]:
-    """Positions of tensor inputs whose values changed during a call (NaNs equal to NaNs)."""
-    changed = []
-    for position, (a, b) in enumerate(zip(flatten_outputs(before), flatten_outputs(after))):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-            if a.shape != b.shape or not torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)):
-                changed.append(position)
-    return changed
-
 
 def _storage_range(t: torch.Tensor) -> tuple[int, int] | None:
     if t.numel() == 0:
@@ -80,54 +186,70 @@ def aliased_outputs(outputs: Any, inputs: Any) -> list[int]:
     return aliased
 
 
-def _filler(t: torch.Tensor) -> torch.Tensor:
-    if t.dtype.is_floating_point or t.dtype.is_complex:
-        return torch.full_like(t, float("nan"))
-    if t.dtype == torch.bool:
-        return torch.ones_like(t)
-    return torch.full_like(t, -12345)
+def mutated_inputs(before: Any, after: Any) -> list[int]:
+    """Positions of tensors that differ between two copies of the inputs (NaN equal to NaN)."""
+    return changed_leaves(fingerprint(before), fingerprint(after))
 
 
-def _release_cached_blocks(like: list[torch.Tensor]) -> None:
+def reused_outputs(first: Any, second: Any) -> list[int]:
+    """Positions of the second call's outputs that sit in memory an output of the first call still holds.
+
+    Two calls of an honest forward return fresh results; the same memory twice means a result
+    computed once and served again.
+    """
+    return aliased_outputs(second, first)
+
+
+def non_plain_outputs(outputs: Any, allowed: list[str]) -> list[str]:
+    """'position: type' of tensor outputs that are subclasses (lazy or wrapped tensors) the reference does not return."""
+    found = []
+    for position, out in enumerate(flatten_outputs(outputs)):
+        if isinstance(out, torch.Tensor) and type(out) is not torch.Tensor:
+            name = f"{type(out).__module__}.{type(out).__qualname__}"
+            if position >= len(allowed) or allowed[position] != name:
+                found.append(f"{position}: {name}")
+    return found
+
+
+def output_type_names(outputs: Any) -> list[str]:
+    return [f"{type(o).__module__}.{type(o).__qualname__}" for o in flatten_outputs(outputs)]
+
+
+def _filler(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    if dtype == torch.bool:
+        return torch.ones(shape, dtype=dtype, device=device)
+    return torch.full(shape, -12345, dtype=dtype, device=device)
+
+
+def _release_cached_blocks(device: torch.device) -> None:
     """Return CUDA's cached free blocks to the driver, so the blocks allocated next are the free ones."""
-    if any(t.is_cuda for t in like):
+    if device.type == "cuda":
         torch.cuda.empty_cache()
 
 
-def poison_freed_memory(like: Any, copies: int = 4) -> None:
+def poison_freed_memory(specs: list[tuple[list[int], torch.dtype]], device: torch.device, copies: int = 4) -> None:
     """Fill memory of the outputs' sizes with NaN (or sentinels) and free it.
 
     A candidate that returns uninitialised memory (torch.empty) then reads NaN instead of
-    whatever the reference left behind. CUDA's caching allocator hands out the best-fitting
+    whatever an earlier call left behind. CUDA's caching allocator hands out the best-fitting
     free block, so after releasing the cache these poisoned blocks are the ones it finds. On
-    the CPU freed blocks are often returned to the system; the decoy probe below decides.
+    the CPU freed blocks are often returned to the system; the decoy probe decides.
     """
-    tensors = _tensors(like)
-    _release_cached_blocks(tensors)
-    garbage = [_filler(t) for t in tensors for _ in range(copies)]
+    _release_cached_blocks(device)
+    big = sum(torch.Size(s).numel() * torch.empty(0, dtype=d).element_size() for s, d in specs) > 1 << 30
+    garbage = [_filler(shape, dtype, device) for shape, dtype in specs for _ in range(1 if big else copies)]
     del garbage
 
 
 def leave_answer_in_freed_memory(expected: Any) -> None:
     """The decoy: copies of the right answer, freed, for a stale-memory cheat to pick up."""
     tensors = _tensors(expected)
-    _release_cached_blocks(tensors)
+    if tensors:
+        _release_cached_blocks(tensors[0].device)
     decoys = [t.clone() for t in tensors]
     del decoys
-
-
-def outputs_equal(first: Any, second: Any) -> bool:
-    """Bitwise equality of two results (used to catch outputs that ignore their inputs)."""
-    a, b = flatten_outputs(first), flatten_outputs(second)
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(torch.nan_to_num(x), torch.nan_to_num(y)):
-                return False
-        elif x != y:
-            return False
-    return True
 
 
 # --- process-wide settings ---------------------------------------------------------------------
@@ -136,14 +258,14 @@ class BackendSettings:
     """The TF32 and cuDNN switches, captured so the reference always runs with the problem's own.
 
     A candidate may turn TF32 on (a real technique); it must not silently change how the
-    reference it is compared and timed against behaves.
+    reference it is timed against, or the next candidate, behaves.
     """
 
     def __init__(self) -> None:
-        self.values = self._read()
+        self.values = self.read()
 
     @staticmethod
-    def _read() -> dict[str, Any]:
+    def read() -> dict[str, Any]:
         return {
             "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
             "cudnn_tf32": torch.backends.cudnn.allow_tf32,
@@ -152,7 +274,7 @@ class BackendSettings:
         }
 
     @staticmethod
-    def _apply(values: dict[str, Any]) -> None:
+    def apply(values: dict[str, Any]) -> None:
         # The precision call also sets matmul.allow_tf32, so it goes first.
         torch.set_float32_matmul_precision(values["float32_matmul_precision"])
         torch.backends.cuda.matmul.allow_tf32 = values["matmul_tf32"]
@@ -160,13 +282,15 @@ class BackendSettings:
         torch.backends.cudnn.benchmark = values["cudnn_benchmark"]
 
     def __enter__(self) -> BackendSettings:
-        self._saved = self._read()
-        self._apply(self.values)
+        self._saved = self.read()
+        self.apply(self.values)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._apply(self._saved)
+        self.apply(self._saved)
+
+    def differences(self, values: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in values.items() if v != self.values[k]}
 
     def changed_by_candidate(self) -> dict[str, Any]:
-        now = self._read()
-        return {k: v for k, v in now.items() if v != self.values[k]}
+        return self.differences(self.read())

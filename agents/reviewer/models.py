@@ -1,7 +1,8 @@
 """Typed results of a review: options in, Review out, both serialisable to JSON.
 
-The worker subprocess answers with plain JSON; these models validate that answer at the
-boundary, so a malformed or forged result is refused rather than trusted.
+The sandboxed judge answers with signed plain JSON records; these models validate that answer
+at the boundary, so a malformed result is refused rather than trusted. Fields added since the
+first version have defaults, so review.json files written before still load.
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ FailureClass = Literal["compile", "runtime", "numeric", "timeout", "cheating", "
 Severity = Literal["reject", "warn", "info"]
 ObservationValue = float | int | bool | str
 
-# Worker phases that run only the problem's own code: a failure there is the problem's, not the candidate's.
-PROBLEM_PHASES = frozenset({"load_problem", "build_reference", "reference"})
-
 
 class ReviewOptions(BaseModel):
     """How to review. Defaults follow ARCHITECTURE section 6."""
@@ -24,6 +22,8 @@ class ReviewOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trials: int = Field(5, ge=1, description="correctness trials on fresh random inputs")
+    input_variants: bool = Field(True, description="also check on mixed-sign and scaled inputs (2x-1, 100x) "
+                                 "where the reference's outputs stay finite")
     atol: float | None = Field(None, ge=0, description="absolute tolerance for every output (default per dtype)")
     rtol: float | None = Field(None, ge=0, description="relative tolerance for every output (default per dtype)")
     seed: int = 42
@@ -39,8 +39,11 @@ class ReviewOptions(BaseModel):
     ncu: bool = Field(True, description="collect Nsight Compute metrics when ncu and the counters are usable")
     max_speedup: float = Field(10.0, gt=1, description="speedups above this are re-verified and flagged")
     static_checks: bool = Field(True, description="reject candidates whose source fails the anti-cheat checks")
-    timeout_s: float = Field(300.0, gt=0, description="wall-clock limit for the whole candidate run")
+    timeout_s: float = Field(300.0, gt=0, description="wall-clock limit for each candidate's checks "
+                             "(and for each timing run)")
     ncu_timeout_s: float = Field(300.0, gt=0)
+    profile_cache_dir: str | None = Field(None, description="where the reference's Nsight Compute profile is "
+                                          "kept by problem hash across runs; None profiles no reference")
     memory_limit_mb: int = Field(16384, ge=256, description="host memory limit of the worker")
     gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
     isolate_network: bool = True
@@ -75,6 +78,8 @@ class OutputComparison(BaseModel):
     max_abs_index: list[int] = Field(default_factory=list)
     max_rel_error: float = 0.0  # |a - b| / max(|b|, atol): finite where the reference is zero
     max_rel_index: list[int] = Field(default_factory=list)
+    reference_scale: float | None = None  # set when the reference's output is weak (zeros, constant, tiny)
+    note: str = ""
     message: str = ""
 
 
@@ -82,6 +87,7 @@ class TrialResult(BaseModel):
     trial: int
     seed: int
     passed: bool
+    variant: str | None = None  # None: the problem's own get_inputs; else a key of correctness.INPUT_VARIANTS
     outputs: list[OutputComparison] = Field(default_factory=list)
     message: str = ""
 
@@ -93,6 +99,7 @@ class Correctness(BaseModel):
     reference_deterministic: bool | None = None
     reference_self_max_abs_diff: float | None = None
     parameters_copied: int = 0
+    skipped_variants: dict[str, str] = Field(default_factory=dict)
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
 
@@ -119,10 +126,15 @@ class Timing(BaseModel):
     speedup_vs_compiled: float | None = None
     l2_flush_bytes: int = 0
     warmup_reps: int = 0
+    functions_timed: int = 2  # the reference and every candidate of the batch, interleaved
+    candidate_device_ms: float | None = None  # GPU time per call that torch.profiler saw
+    reference_device_ms: float | None = None
+    judge_reference_ms: float | None = None  # the reference timed alone in the judge's own process
 
 
 class Isolation(BaseModel):
-    """What the sandbox could enforce for this run, so a reader knows what to trust."""
+    """What the sandbox could enforce for this run, as the worker saw it from inside, so a reader knows
+    what to trust."""
 
     network_isolated: bool
     network_note: str = ""
@@ -163,8 +175,12 @@ class Review(BaseModel):
     unavailable: dict[str, str] = Field(default_factory=dict)
     flags: list[Flag] = Field(default_factory=list)
     profile: dict[str, Any] = Field(default_factory=dict)
+    # The reference's own profile (torch.profiler, and Nsight Compute from the cache or a run), on the
+    # reviews completed after it was taken: every passing one.
+    reference_observations: dict[str, ObservationValue] = Field(default_factory=dict)
+    reference_unavailable: dict[str, str] = Field(default_factory=dict)
     isolation: Isolation | None = None
-    wall_time_s: float = 0.0
+    wall_time_s: float = 0.0  # from the start of its batch to this verdict
 
     @property
     def passed(self) -> bool:

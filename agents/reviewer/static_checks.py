@@ -219,6 +219,33 @@ class _Checker(ast.NodeVisitor):
         return {(dotted_name(i) or "?").split(".")[-1] for i in items}
 
 
+def is_jit(decorator: ast.expr) -> bool:
+    """@triton.jit, @jit, @triton.jit(...): the decorators that make a function a Triton kernel."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (dotted_name(target) or "").split(".")[-1] == "jit"
+
+
+def cuda_sources(tree: ast.Module) -> str:
+    """Every string constant that looks like CUDA C++ (the sources given to load_inline)."""
+    texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return "\n".join(t for t in texts if "__global__" in t or "#include" in t or "--use_fast_math" in t)
+
+
+CUDA_KERNEL_NAME = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:\w+\s+)*?void\s+"
+                              r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
+
+
+def claimed_kernels(source: str) -> dict[str, list[str]]:
+    """The Triton and CUDA kernels a candidate defines: the review checks that they really run."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {"triton": [], "cuda": []}
+    triton = sorted({f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and any(is_jit(d) for d in f.decorator_list)})
+    return {"triton": triton, "cuda": sorted(set(CUDA_KERNEL_NAME.findall(cuda_sources(tree))))}
+
+
 def check_source(source: str) -> list[Flag]:
     """All findings for a candidate's source, in source order; [] when it parses and looks honest."""
     tree = ast.parse(source, filename="candidate.py")

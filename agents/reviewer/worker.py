@@ -1,382 +1,509 @@
-"""The sandboxed side of a review: `python -m kskill.agents.reviewer.worker JOB.json`.
+"""The judge of a review batch: `python -m kskill.agents.reviewer.worker JOB.json`, in the sandbox.
 
-Runs in a subprocess started by sandbox.py, never in the kskill process. It loads the
-problem, runs the reference (before any candidate code is imported), loads and builds the
-candidate, checks it over several trials, times both, profiles, and writes a JSON result
-after every phase, so the parent knows how far it got if the candidate kills the process.
-The result carries the job's nonce; the job file is deleted once read.
+Why the judge and the candidates live in two processes
+------------------------------------------------------
+Candidate code is arbitrary Python. Inside the process that imports it, it reaches every object
+(sys.modules, gc, ctypes, which torch itself imports), so no check in that process can be made
+to hold: identity checks are undone by whoever they check, and a verdict kept there can be
+rewritten. The review is therefore split in two:
+
+- the judge (this module) loads the problem, builds the reference, draws every trial's inputs,
+  computes the reference's outputs once per trial (kept for every candidate of the batch, memory
+  permitting), compares, and writes the signed records the kskill process reads. It never imports
+  candidate code.
+- the runner (runner.py), a child of the judge, imports the candidates, draws the same inputs from
+  the same seeds, runs and times them, and sends their outputs here (transfer.py).
+
+What holds, and why:
+- A wrong answer cannot pass. The comparison runs here, on outputs the runner never held; the
+  runner cannot reach this process (a separate address space; this process is made non-dumpable,
+  so /proc/<pid>/mem and ptrace are closed to it; only the runner's memory is ever shared).
+  Patching compare_outputs in the runner patches nothing that decides.
+- A forged verdict is not believed: records are signed with a key the runner never sees, in a
+  file whose name is gone before the runner starts (protocol.py).
+- A crash, a hang, an out-of-memory or a poisoned CUDA context ends only the runner: this process
+  classifies the candidate in flight and starts a fresh runner for the others (channel.py).
+- Timing is measured in the runner, beside the candidate, because that is where its kernels run.
+  It rests on four checks: the runner's harness integrity (identities and code, after every call);
+  on a GPU, torch.profiler's kernel times against the CUDA events (a speedup the profiler does not
+  confirm is rejected); this process's own timing of its own reference, which the runner's must
+  match; and Nsight Compute, out of process, on the fastest candidate (nsight.py). What is left:
+  code that takes over the runner at the machine level (writing C memory) can misreport its own
+  time. It still cannot pass a wrong answer.
 """
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
-import importlib.util
 import json
 import os
+import socket
 import sys
+import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from kskill.agents.reviewer import dynamic_checks as dyn
-from kskill.agents.reviewer.correctness import (
-    clone_tree, compare_outputs, flatten_outputs, max_abs_difference, to_device, tolerance_for,
-)
-from kskill.agents.reviewer.profiling import torch_profile
-from kskill.agents.reviewer.models import PROBLEM_PHASES
-from kskill.agents.reviewer.timing import synchronized_wall_ms, time_cpu, time_cuda
+from kskill.agents.reviewer.channel import RunnerDied, RunnerProcess
+from kskill.agents.reviewer.correctness import compare_outputs, fingerprint, flatten_outputs, same_fingerprint
+from kskill.agents.reviewer.protocol import ABLATION_SEED, EXCESSIVE_SEED, VERIFY_SEED, RecordWriter
+from kskill.agents.reviewer.reference import Reference, Trial
+from kskill.agents.reviewer.timing import timing_problems, timing_record
+from kskill.agents.reviewer.transfer import OutputReceiver, TransferError
+
+RUNNER_START_S = 300.0  # importing torch and triton and building the reference in a fresh runner
 
 
-class Rejected(Exception):
-    """Ends the review with a failure class chosen by the harness."""
-
-    def __init__(self, failure_class: str, message: str) -> None:
-        super().__init__(message)
-        self.failure_class = failure_class
+class ProblemInputsDiffer(Exception):
+    """get_inputs() gave the runner other tensors than the judge for the same seed."""
 
 
-class Report:
-    """The result being built, written to disk after every phase."""
+@dataclass
+class Ran:
+    """A trial as the judge saw it: the result, fingerprints of both sides' outputs, the runner's reply."""
 
-    def __init__(self, job: dict[str, Any]) -> None:
-        self.path = Path(job["result_path"])
-        self.data: dict[str, Any] = {"nonce": job["nonce"], "phase": "start", "finished": False,
-                                     "compiled": False, "correct": False, "failure": None, "flags": [],
-                                     "observations": {}, "unavailable": {}, "profile": {}, "notes": []}
-
-    def enter(self, phase: str) -> None:
-        self.data["phase"] = phase
-        self.write()
-
-    def flag(self, code: str, message: str, severity: str = "reject") -> None:
-        if any(f["code"] == code for f in self.data["flags"]):
-            return  # the first occurrence (earliest trial) is the one reported
-        self.data["flags"].append({"code": code, "severity": severity, "message": message, "origin": "dynamic"})
-
-    def write(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, default=str))
-        os.replace(tmp, self.path)
+    result: dict[str, Any]
+    output_print: list | None  # None where the outputs were not read (a wrong shape, an error)
+    expected_print: list
+    reply: dict[str, Any]
+    error: bool = False
 
 
-def classify(exc: BaseException, phase: str) -> str:
-    """The failure class of an exception raised in a phase."""
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or any(
-            s in text for s in ("out of memory", "can't allocate memory", "Cannot allocate memory")):
-        return "memory"
-    if (phase == "load_candidate" or isinstance(exc, SyntaxError) or "Error building extension" in text
-            or type(exc).__module__.startswith("triton.compiler")):
-        return "compile"
-    if phase == "build_candidate" and isinstance(exc, TypeError):
-        return "compile"  # ModelNew's constructor does not take Model's init inputs
-    return "runtime"
+def not_dumpable() -> str:
+    """Close this process's memory to the runner (PR_SET_DUMPABLE 0); a note when the OS refused."""
+    try:
+        if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0:
+            return ""
+    except (OSError, AttributeError):
+        pass
+    return "the judge could not make itself non-dumpable; its memory is as reachable as the runner's"
 
 
-def import_file(path: str, module_name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # Triton and dataclasses look modules up by name
-    spec.loader.exec_module(module)
-    return module
+def new_state(index: int) -> dict[str, Any]:
+    return {"index": index, "compiled": False, "correct": False, "failure": None, "flags": [], "trials": [],
+            "parameters_copied": 0, "timing": None, "observations": {}, "unavailable": {}, "profile": {},
+            "notes": [], "log": [], "final": False}
 
 
-class Session:
-    """One review's state inside the worker."""
-
-    def __init__(self, job: dict[str, Any], report: Report) -> None:
-        self.job, self.report = job, report
+class Judge:
+    def __init__(self, job: dict[str, Any], records: RecordWriter, workdir: Path) -> None:
+        self.job, self.records, self.workdir = job, records, workdir
         self.cuda = job["device"] == "cuda"
-        self.device = torch.device("cuda" if self.cuda else "cpu")
-        self.seed = job["seed"]
-        self.atol, self.rtol = job.get("atol"), job.get("rtol")
-
-    # problem and reference ------------------------------------------------------------
-    def inputs(self, seed: int) -> list[Any]:
-        torch.manual_seed(seed)
-        values = self.problem.get_inputs()
-        if not isinstance(values, (list, tuple)):
-            raise TypeError(f"get_inputs() must return a list or tuple, not {type(values).__name__}")
-        return list(to_device(list(values), self.device))
+        self.device = torch.device(job["device"])
+        self.seed, self.atol, self.rtol = job["seed"], job.get("atol"), job.get("rtol")
+        self.at = "start"
+        self.states: dict[int, dict[str, Any]] = {}
+        self.entries = {e["index"]: e for e in job["candidates"]}
+        self.runner: RunnerProcess | None = None
+        self.generation = 0
+        self.loaded: set[int] = set()
+        self.transfer = "cuda_ipc" if self.cuda else "file"
+        self.time_separately = job.get("time_separately", False)
+        self.judge_reference_ms: float | None = None
+        self.marks: dict[int, tuple[str, int]] = {}
+        (workdir / "transfer").mkdir(exist_ok=True)
+        self.receiver = OutputReceiver(workdir / "transfer")
+        self.reference: Reference | None = None
+        self.spare: RunnerProcess | None = None  # started before it is needed
 
     def load_reference(self) -> None:
-        self.report.enter("load_problem")
-        self.problem = import_file(self.job["problem_path"], "kskill_problem")
-        self.init_inputs = self.problem.get_init_inputs()
-        if not isinstance(self.init_inputs, (list, tuple)):
-            raise TypeError("get_init_inputs() must return a list or tuple")
-        self.report.enter("build_reference")
-        torch.manual_seed(self.seed)
-        self.reference = self.problem.Model(*self.init_inputs).to(self.device)
-        self.report.enter("reference")
-        inputs = self.inputs(self.seed)
-        first = self.reference_call(clone_tree(inputs), self.seed)
-        second = self.reference_call(clone_tree(inputs), self.seed)
-        self.sync()
-        diff = max_abs_difference(first, second)
-        self.report.data["reference_deterministic"] = diff == 0.0
-        self.report.data["reference_self_max_abs_diff"] = diff
-        if diff > 0:
-            self.report.data["notes"].append(
-                f"the reference is not deterministic: two runs on the same inputs differ by up to {diff:.3g}")
-        self.report.data["observations"].update(self.problem_observations(inputs, first))
+        self.spare = self.spawn_runner()  # its imports overlap the reference's set-up below
+        self.reference = Reference(self.job, lambda phase: self.phase(None, phase))
+        self.records.write("reference", **self.reference.record)
 
-    def problem_observations(self, inputs: list[Any], outputs: Any) -> dict[str, Any]:
-        tensors_in = [t for t in inputs if isinstance(t, torch.Tensor)]
-        tensors_out = [t for t in flatten_outputs(outputs) if isinstance(t, torch.Tensor)]
-        floating = [t for t in tensors_in + tensors_out if t.dtype.is_floating_point]
-        main = tensors_out[0].dtype if tensors_out else torch.float32
-        atol, rtol = tolerance_for(main, self.atol, self.rtol)
-        return {
-            "dtype": str((floating[0] if floating else (tensors_out or tensors_in)[0]).dtype).removeprefix("torch.")
-            if (floating or tensors_out or tensors_in) else "unknown",
-            "atol": atol, "rtol": rtol,
-            "output_numel": sum(t.numel() for t in tensors_out),
-            "input_bytes": sum(t.numel() * t.element_size() for t in tensors_in),
-            "batchnorm_training": any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
-                                      for m in self.reference.modules()),
-        }
+    # records --------------------------------------------------------------------------------
+    def phase(self, index: int | None, phase: str) -> None:
+        self.at = phase
+        self.records.write("phase", index=index, phase=phase)
 
-    # candidate --------------------------------------------------------------------------
-    def load_candidate(self) -> None:
-        self.runtime = dyn.runtime_snapshot()
-        self.backends = dyn.BackendSettings()
-        if self.cuda:
-            torch.cuda.set_per_process_memory_fraction(self.job["gpu_memory_fraction"])
-        self.report.enter("load_candidate")
-        module = import_file(self.job["candidate_path"], "kskill_candidate")
-        model_new = getattr(module, "ModelNew", None)
-        if not (isinstance(model_new, type) and issubclass(model_new, torch.nn.Module)):
-            raise Rejected("compile", "ModelNew is not a subclass of torch.nn.Module")
-        self.check_runtime("importing the candidate")
-        self.report.enter("build_candidate")
-        torch.manual_seed(self.seed)
-        self.candidate = model_new(*self.init_inputs)
-        self.report.data["parameters_copied"] = self.copy_matching_state()
-        self.candidate = self.candidate.to(self.device)
-        self.report.data["compiled"] = True
+    def publish(self, index: int, final: bool) -> None:
+        state = self.states[index]
+        if index in self.marks:
+            name, start = self.marks.pop(index)
+            state["log"].append([name, start, _size(self.workdir / name)])
+        state["final"] = final
+        self.records.write("verdict", index=index, final=final, data=state)
 
-    def copy_matching_state(self) -> int:
-        """Copy parameters and buffers whose names and shapes match, so both models hold the same weights."""
-        ref_state = {**dict(self.reference.named_parameters()), **dict(self.reference.named_buffers())}
-        copied = 0
-        for name, value in [*self.candidate.named_parameters(), *self.candidate.named_buffers()]:
-            source = ref_state.get(name)
-            if source is not None and source.shape == value.shape and source.dtype == value.dtype:
-                value.data.copy_(source.data.to(value.device))
-                copied += 1
-        return copied
+    def fail(self, index: int, klass: str, message: str, phase: str, trace: str = "") -> None:
+        self.states[index].update(correct=False, failure={"class": klass, "message": message, "phase": phase,
+                                                           "traceback": trace})
+        self.publish(index, final=True)
 
-    def check_runtime(self, when: str) -> None:
-        patched = dyn.patched_runtime(self.runtime)
-        if patched:
-            self.report.flag("monkeypatch", f"{', '.join(patched)} replaced while {when}")
-            raise Rejected("cheating", f"the candidate patched {', '.join(patched)}")
+    def flag(self, index: int, code: str, message: str, severity: str = "reject") -> None:
+        flags = self.states[index]["flags"]
+        if not any(f["code"] == code for f in flags):  # the first occurrence is the one reported
+            flags.append({"code": code, "severity": severity, "message": message, "origin": "dynamic"})
 
-    def run_candidate(self, inputs: list[Any], seed: int) -> Any:
-        torch.manual_seed(seed)
-        return self.candidate(*inputs)
+    def add_flags(self, index: int, flags: Any) -> None:
+        for f in flags if isinstance(flags, list) else []:
+            if isinstance(f, dict) and f.get("severity") in ("reject", "warn", "info"):
+                self.flag(index, str(f.get("code")), str(f.get("message"))[:2000], f["severity"])
 
-    def reference_call(self, inputs: list[Any], seed: int | None) -> Any:
-        """The reference, seeded when asked, under the problem's own backend settings.
+    def rejections(self, index: int) -> list[dict[str, Any]]:
+        return [f for f in self.states[index]["flags"] if f["severity"] == "reject"]
 
-        The settings are switched only when the candidate changed them, so an honest run
-        times the reference without that overhead.
-        """
-        if seed is not None:
-            torch.manual_seed(seed)
-        backends = getattr(self, "backends", None)
-        if backends is not None and backends.changed_by_candidate():
-            with backends:
-                return self.reference(*inputs)
-        return self.reference(*inputs)
+    # the runner ----------------------------------------------------------------------------------
+    def spawn_runner(self) -> RunnerProcess:
+        """A runner process, importing torch and triton while the judge does other work."""
+        self.generation += 1
+        return RunnerProcess(self.workdir / f"runner-{self.generation}.log", self.job["device"],
+                             self.job["memory_limit_mb"], watch_memory=self.cuda)
 
-    def sync(self) -> None:
-        if self.cuda:
-            torch.cuda.current_stream().synchronize()
+    def start_runner(self) -> RunnerProcess:
+        runner, self.spare = self.spare or self.spawn_runner(), None
+        fraction = self.job["gpu_memory_fraction"]
+        if self.cuda:  # the judge's own reserve comes out of the candidate's share
+            fraction -= torch.cuda.memory_reserved() / torch.cuda.get_device_properties(self.device).total_memory
+        setup = {"op": "setup", "problem_path": self.job["problem_path"], "device": self.job["device"],
+                 "seed": self.seed, "memory_fraction": max(0.05, fraction), "transfer": self.transfer,
+                 "transfer_dir": str(self.workdir / "transfer"), "reference": self.reference.facts,
+                 "compile_reference": self.job.get("compile_reference", False)}
+        reply = runner.request(setup, max(RUNNER_START_S, self.job["timeout_s"]), "starting the runner")
+        if "error" in reply:
+            runner.kill()
+            raise RunnerDied("other", f"the runner could not set the problem up: {reply['error'].get('message')}")
+        if not same_fingerprint(reply.get("input_fingerprint"), self.reference.input_print):
+            runner.kill()
+            raise ProblemInputsDiffer("get_inputs() gave another process different tensors for the same seed; "
+                                      "inputs must come from torch's (or Python's) seeded generators")
+        if reply.get("transfer_note"):
+            self.records.write("note", message=reply["transfer_note"])
+        if reply.get("transfer") == "cuda_ipc" and not self.probe_works(reply.get("probe")):
+            runner.close()
+            self.transfer = "file"
+            self.records.write("note", message="the judge could not open the runner's shared CUDA memory; "
+                                               "outputs go through files")
+            return self.start_runner()
+        self.transfer = reply.get("transfer", self.transfer)
+        return runner
 
-    # correctness ------------------------------------------------------------------------
-    def trial(self, number: int, seed: int, decoy: bool = False) -> tuple[dict[str, Any], Any, Any]:
-        inputs = self.inputs(seed)
-        ref_in, cand_in, pristine = clone_tree(inputs), clone_tree(inputs), clone_tree(inputs)
-        expected = self.reference_call(ref_in, seed)
-        ref_mutated = set(dyn.mutated_inputs(pristine, ref_in))
-        if decoy:
-            dyn.leave_answer_in_freed_memory(expected)
+    def probe_works(self, descriptors: Any) -> bool:
+        try:
+            got = self.receiver.receive(descriptors, [torch.arange(4, dtype=torch.float32, device=self.device)])
+            return bool(torch.equal(got[0], torch.arange(4, dtype=torch.float32, device=self.device)))
+        except (TransferError, RuntimeError):
+            return False
+
+    def drop_runner(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+        self.runner, self.loaded = None, set()
+
+    def close(self) -> None:
+        self.drop_runner()
+        if self.spare is not None:
+            self.spare.close()
+            self.spare = None
+
+    def ask(self, index: int | None, message: dict[str, Any], timeout_s: float, doing: str) -> dict[str, Any] | None:
+        """The runner's reply, or None when it died (the candidate in flight, if any, then has its verdict)."""
+        phase = self.at
+        try:
+            if self.runner is None:
+                self.runner = self.start_runner()
+            reply = self.runner.request(message, max(timeout_s, 0.1), doing, self.job["timeout_s"])
+        except RunnerDied as exc:
+            self.drop_runner()
+            if index is not None:
+                self.fail(index, exc.failure_class, str(exc), phase)
+            return None
+        if reply.get("contaminated"):
+            self.drop_runner()  # the next candidate gets a runner nobody has patched
+        return reply
+
+    def begin(self, index: int) -> None:
+        """Mark where the runner's log stands: what it prints from here on belongs to this candidate."""
+        current = self.runner or self.spare  # or a runner started next, in a new log
+        name = current.log_path.name if current is not None else f"runner-{self.generation + 1}.log"
+        self.marks.setdefault(index, (name, _size(self.workdir / name)))
+
+    def ensure_loaded(self, index: int, deadline: float) -> bool:
+        if index in self.loaded and self.runner is not None:
+            return True
+        self.phase(index, "load_candidate")
+        entry = self.entries[index]
+        reply = self.ask(index, {"op": "load", "index": index, "path": entry["path"],
+                                 "module": f"kskill_candidate_{index}"}, deadline - time.monotonic(),
+                         "loading the candidate")
+        if reply is None:
+            return False
+        self.add_flags(index, reply.get("flags"))
+        if self.failed_reply(index, reply):
+            return False
+        self.loaded.add(index)
+        self.states[index].update(compiled=True, parameters_copied=int(reply.get("parameters_copied", 0)))
+        return True
+
+    def failed_reply(self, index: int, reply: dict[str, Any]) -> bool:
+        """Turn an error or a rejection in a reply into the candidate's final verdict."""
+        error = reply.get("error")
+        if self.rejections(index):
+            self.reject(index)
+            return True
+        if isinstance(error, dict):
+            self.fail(index, str(error.get("class", "runtime")), str(error.get("message", "")),
+                      str(error.get("phase", self.at)), str(error.get("traceback", "")))
+            return True
+        return False
+
+    def reject(self, index: int) -> None:
+        self.fail(index, "cheating", "; ".join(f"{f['code']}: {f['message']}" for f in self.rejections(index)), self.at)
+
+    # correctness --------------------------------------------------------------------------------
+    def trial(self, index: int, trial: Trial, deadline: float, probe: str | None = None,
+              refill: bool = False) -> Ran | None:
+        """One trial of a candidate, compared here; None if the runner died (the verdict is then written)."""
+        expected, expected_print, input_print = self.reference.expected(trial)
+        reply = self.ask(index, {"op": "run", "index": index, "seed": trial.seed, "variant": trial.variant,
+                                 "probe": probe, "refill": refill}, deadline - time.monotonic(),
+                         f"running trial {trial.number}")
+        if reply is None:
+            return None
+        self.add_flags(index, reply.get("flags"))
+        result = {"trial": trial.number, "seed": trial.seed, "variant": trial.variant, "passed": False,
+                  "outputs": [], "message": ""}
+        if "error" in reply or reply.get("contaminated"):
+            return Ran(result, None, expected_print, reply, error=True)
+        if not same_fingerprint(reply.get("input_fingerprint"), input_print):
+            result["message"] = "the candidate's process ran on other inputs than the judge drew"
+            return Ran(result, None, expected_print, reply)
+        try:
+            got = self.receiver.receive(reply.get("outputs"), flatten_outputs(expected))
+        except TransferError as exc:
+            result["message"] = f"the outputs could not be read: {exc}"
+            return Ran(result, None, expected_print, reply)
+        result["passed"], result["outputs"], result["message"] = compare_outputs(got, expected, self.atol, self.rtol)
+        unread = any(isinstance(g, torch.Tensor) and g.is_meta for g in got)  # a wrong shape: data never read
+        return Ran(result, None if unread else fingerprint(got), expected_print, reply)
+
+    def check(self, index: int) -> None:
+        """Load a candidate and run every trial; its verdict is final unless it passed."""
+        state = self.states[index] = new_state(index)
+        deadline = time.monotonic() + self.job["timeout_s"]
+        self.begin(index)
+        if not self.ensure_loaded(index, deadline):
+            return
+        self.phase(index, "correctness")
+        runs: list[Ran] = []
+        for trial in self.reference.trials:
+            ran = self.trial(index, trial, deadline)
+            if ran is None:
+                return
+            if ran.error:
+                if not self.failed_reply(index, ran.reply):
+                    self.reject(index)
+                return
+            runs.append(ran)
+            state["trials"] = [r.result for r in runs]
+        self.judge_trials(index, runs, deadline)
+        if state["final"]:
+            return
+        reply = self.ask(index, {"op": "finish", "index": index, "keep": True}, deadline - time.monotonic(),
+                         "checking the CUDA context after the trials")
+        if reply is None:
+            return
+        if not reply.get("healthy", True):
+            self.drop_runner()
+            self.fail(index, "runtime", f"the candidate left the CUDA context unusable: {reply.get('why')}", "correctness")
+            return
+        if reply.get("settings_changed"):
+            self.flag(index, "global_setting", f"the candidate changed {reply['settings_changed']}; the reference "
+                      "ran with the problem's own settings", severity="warn")
+        failed = [r.result for r in runs if not r.result["passed"]]
+        if self.rejections(index):
+            self.reject(index)
+        elif failed:
+            self.fail(index, "numeric", f"{len(failed)} of {len(runs)} trials failed; trial {failed[0]['trial']}: "
+                                        f"{failed[0]['message']}", "correctness")
         else:
-            dyn.poison_freed_memory(expected)
-        got = self.run_candidate(cand_in, seed)
-        self.sync()
-        passed, outputs, message = compare_outputs(got, expected, self.atol, self.rtol)
-        mutated = [i for i in dyn.mutated_inputs(pristine, cand_in) if i not in ref_mutated]
-        if mutated:
-            self.report.flag("inputs_mutated", f"the candidate wrote to input(s) {mutated} (trial {number})")
-        if dyn.aliased_outputs(got, cand_in) and not dyn.aliased_outputs(expected, ref_in):
-            self.report.flag("outputs_alias_inputs", f"the candidate's outputs share memory with its inputs "
-                             f"(trial {number})")
-        return {"trial": number, "seed": seed, "passed": passed, "outputs": outputs, "message": message}, got, expected
+            state["correct"] = True
+            self.publish(index, final=not (self.job.get("timing") or self.job.get("profile")))
 
-    def check_correctness(self) -> None:
-        self.report.enter("correctness")
-        trials, firsts, stuck = [], None, 0
-        for number in range(self.job["trials"]):
-            result, got, expected = self.trial(number, self.seed + number)
-            trials.append(result)
-            self.report.data["trials"] = trials
-            if firsts is None:
-                firsts = (clone_tree(got), clone_tree(expected))
-            elif dyn.outputs_equal(got, firsts[0]) and not dyn.outputs_equal(expected, firsts[1]):
-                stuck += 1
-        self.report.write()
-        if len(trials) > 1 and stuck == len(trials) - 1:
-            self.report.flag("input_insensitive", "the outputs did not change when the inputs changed "
-                             "(hard-coded or cached results)")
-        failed = [t for t in trials if not t["passed"]]
-        if failed and not self.rejections():
-            probe, _, _ = self.trial(-1, self.seed, decoy=True)
-            if probe["passed"]:
-                self.report.flag("stale_memory", "the outputs are right only when freed memory still holds "
-                                 "the reference's answer (uninitialised output buffers)")
-        self.raise_if_rejected()
-        if failed:
-            raise Rejected("numeric", f"{len(failed)} of {len(trials)} trials failed; trial {failed[0]['trial']}: "
-                                      f"{failed[0]['message']}")
-        self.report.data["correct"] = True
+    def judge_trials(self, index: int, runs: list[Ran], deadline: float) -> None:
+        """The checks over a candidate's trials: insensitive outputs, stale memory, claimed and decoy kernels."""
+        first = runs[0]
+        stuck = sum(r.output_print is not None and same_fingerprint(r.output_print, first.output_print)
+                    and not same_fingerprint(r.expected_print, first.expected_print) for r in runs[1:])
+        if len(runs) > 1 and stuck == len(runs) - 1:
+            self.flag(index, "input_insensitive", "the outputs did not change when the inputs changed "
+                      "(hard-coded or cached results)")
+        failed = [r.result for r in runs if not r.result["passed"]]
+        if failed and not self.rejections(index):
+            # The first failed trial again, with the reference's answer left in freed memory.
+            probe = self.trial(index, Trial(-1, failed[0]["seed"], failed[0]["variant"]), deadline, probe="decoy")
+            if probe is None:
+                return
+            if probe.result["passed"]:
+                self.flag(index, "stale_memory", "the outputs are right only when freed memory still holds the "
+                          "reference's answer (uninitialised output buffers)")
+        launched = sum(v for r in runs for v in (r.reply.get("launched") or {}).values() if isinstance(v, int))
+        claimed = self.entries[index].get("claims", {}).get("triton", [])
+        if claimed and not launched:
+            self.flag(index, "kernel_not_launched", f"the candidate defines Triton kernel(s) {', '.join(claimed)} "
+                      f"but launched none in {len(runs)} trials: the work stays in torch")
+        elif launched and not failed and not self.rejections(index):
+            probe = self.trial(index, Trial(-2, self.seed + ABLATION_SEED), deadline, probe="ablate")
+            if probe is None:
+                return
+            skipped = probe.reply.get("skipped_launches", 0)
+            if probe.result["passed"] and isinstance(skipped, int) and skipped > 0:
+                self.flag(index, "decoy_kernel", f"the outputs stay right with all {skipped} Triton kernel launches "
+                          "skipped: the kernels do no needed work, torch does it")
 
-    def rejections(self) -> list[dict[str, Any]]:
-        return [f for f in self.report.data["flags"] if f["severity"] == "reject"]
+    # timing -----------------------------------------------------------------------------------
+    def time_all(self, passing: list[int]) -> None:
+        self.judge_reference_ms = self.reference.own_time_ms()
+        if len(passing) > 1 and not self.time_separately:
+            if self.time_group(passing, joint=True):
+                return
+            self.time_separately = True  # someone spoilt the joint timing: alone, the culprit shows
+        for index in passing:
+            if not self.states[index]["final"]:
+                self.time_group([index], joint=False)
 
-    def raise_if_rejected(self) -> None:
-        rejected = self.rejections()
-        if rejected:
-            self.report.data["correct"] = False
-            raise Rejected("cheating", "; ".join(f"{f['code']}: {f['message']}" for f in rejected))
+    def time_group(self, indices: list[int], joint: bool) -> bool:
+        """Time candidates together with the reference; False when a joint run has to be redone alone."""
+        deadline = time.monotonic() + self.job["timeout_s"]
+        indices = [i for i in indices if self.ensure_loaded(i, deadline)]
+        if not indices:
+            return True
+        culprit = None if joint else indices[0]
+        self.phase(culprit, "timing")
+        if culprit is not None:
+            self.begin(culprit)
+        reply = self.ask(culprit, {"op": "time", "indices": indices, "settings": self.job["timing"]},
+                         deadline - time.monotonic(), "timing")
+        if reply is None:
+            return not joint
+        found = timing_problems(reply, indices, self.cuda, self.judge_reference_ms,
+                                {i: self.entries[i].get("claims", {}).get("cuda", []) for i in indices})
+        if joint and (reply.get("error") or reply.get("contaminated") or any(i is None for i, *_ in found)):
+            return False
+        if culprit is not None:
+            self.add_flags(culprit, reply.get("flags"))
+            if self.failed_reply(culprit, reply):
+                return True
+        for i, code, message, severity in found:
+            for target in indices if i is None else [i]:
+                self.flag(target, code, message, severity)
+        for i in indices:
+            self.states[i]["timing"] = timing_record(reply, i, self.cuda, self.judge_reference_ms)
+            if self.states[i]["timing"] is None:
+                self.fail(i, "other", "the candidate's process sent malformed timings", "timing")
+        return True
 
-    def verify_again(self, code: str, seed: int, trials: int, why: str) -> None:
-        for k in range(trials):
-            result, _, _ = self.trial(1000 + k, seed + k)
-            if not result["passed"]:
-                self.report.flag(code, f"{why}; fresh inputs (seed {seed + k}) failed: {result['message']}")
-        self.raise_if_rejected()
+    def verify_after_timing(self, index: int) -> None:
+        """Right on the timing inputs refilled with new values, and again if the speedup is excessive."""
+        deadline = time.monotonic() + self.job["timeout_s"]
+        self.phase(index, "verify_after_timing")
+        self.begin(index)
+        ran = self.trial(index, Trial(1000, self.seed + VERIFY_SEED), deadline, refill=True)
+        if ran is None:
+            return
+        if not ran.result["passed"]:
+            self.flag(index, "changed_under_timing", "correct before timing, wrong after it on the same input tensors "
+                      f"holding new values: {ran.result['message'] or 'the call failed'}")
+        speedup = (self.states[index]["timing"] or {}).get("speedup", 0.0)
+        if speedup > self.job["max_speedup"]:
+            self.flag(index, "excessive_speedup", f"speedup {speedup:.1f}x is above {self.job['max_speedup']:g}x; "
+                      "re-verified on fresh inputs", severity="warn")
+            for k in range(2):
+                ran = self.trial(index, Trial(1001 + k, self.seed + EXCESSIVE_SEED + k), deadline)
+                if ran is None:
+                    return
+                if not ran.result["passed"]:
+                    self.states[index]["flags"] = [f for f in self.states[index]["flags"]
+                                                   if f["code"] != "excessive_speedup"]
+                    self.flag(index, "excessive_speedup", f"speedup {speedup:.1f}x did not survive re-verification: "
+                              f"{ran.result['message'] or 'the call failed'}")
+                    break
 
-    # timing and profiling ----------------------------------------------------------------
-    def time(self) -> None:
-        self.report.enter("timing")
-        inputs = self.inputs(self.seed + 100)
-        ref_in, cand_in = clone_tree(inputs), clone_tree(inputs)
-        switch = self.backends.changed_by_candidate()  # checked once: the timed reference pays nothing
-        fns = {"reference": (lambda: self.reference_call(ref_in, None)) if switch else (lambda: self.reference(*ref_in)),
-               "candidate": lambda: self.candidate(*cand_in)}
-        if self.job["compile_reference"]:
-            # Dynamo wraps a few torch functions (torch.manual_seed among them) when it loads, so
-            # the candidate is checked first and the watch list is taken again after compiling.
-            self.check_runtime("checking correctness")
-            compiled = torch.compile(self.reference)
-            compiled(*ref_in)
-            self.runtime = dyn.runtime_snapshot()
-            fns["compiled_reference"] = lambda: compiled(*ref_in)
-        t = self.job["timing"]
-        if self.cuda:
-            raw = time_cuda(fns, warmup_ms=t["warmup_ms"], rep_ms=t["rep_ms"], min_reps=t["min_reps"],
-                            max_reps=t["max_reps"])
-        else:
-            raw = time_cpu(fns, reps=t["cpu_timing_reps"])
-        self.check_runtime("timing")
-        stats = raw["stats"]
-        timing = {"method": "cuda_events" if self.cuda else "perf_counter", "representative": self.cuda,
-                  "note": "" if self.cuda else "CPU timing (Triton interpreter): not representative of GPU speed",
-                  "reference": stats["reference"], "candidate": stats["candidate"],
-                  "compiled_reference": stats.get("compiled_reference"),
-                  "speedup": stats["reference"]["median_ms"] / max(stats["candidate"]["median_ms"], 1e-9),
-                  "l2_flush_bytes": raw["l2_flush_bytes"], "warmup_reps": raw["warmup_reps"]}
-        if "compiled_reference" in stats:
-            timing["speedup_vs_compiled"] = (stats["compiled_reference"]["median_ms"]
-                                             / max(stats["candidate"]["median_ms"], 1e-9))
-        self.report.data["timing"] = timing
-        if self.cuda:
-            wall = synchronized_wall_ms(fns["candidate"])
-            events = stats["candidate"]["median_ms"]
-            if wall > 3 * events + 0.5:
-                self.report.flag("untimed_work", f"a device-synchronised call takes {wall:.3f} ms but CUDA events "
-                                 f"on the current stream see {events:.3f} ms: work may run on another stream",
-                                 severity="warn")
-        self.report.enter("verify_after_timing")
-        self.verify_again("changed_under_timing", self.seed + 10_000, 1,
-                          "correct before timing, wrong after it")
-        if timing["speedup"] > self.job["max_speedup"]:
-            self.report.flag("excessive_speedup", f"speedup {timing['speedup']:.1f}x is above "
-                             f"{self.job['max_speedup']:g}x; re-verified on fresh inputs", severity="warn")
-            self.verify_again("excessive_speedup", self.seed + 20_000, 2,
-                              f"speedup {timing['speedup']:.1f}x did not survive re-verification")
+    # the batch ----------------------------------------------------------------------------------
+    def profile(self, index: int | None) -> dict[str, Any] | None:
+        self.phase(index, "profile")
+        if index is not None:
+            self.begin(index)
+        return self.ask(index, {"op": "profile", "index": index}, self.job["timeout_s"], "profiling")
 
-    def profile(self) -> None:
-        self.report.enter("profile")
-        inputs = self.inputs(self.seed + 200)
-        obs, unavailable, detail = torch_profile(lambda: self.candidate(*inputs), cuda=self.cuda)
-        self.report.data["observations"].update(obs)
-        self.report.data["unavailable"].update(unavailable)
-        self.report.data["profile"]["torch_profiler"] = detail
-
-    def ncu_target(self) -> None:
-        """The forward Nsight Compute measures: warmed up, then one call between profiler start and stop."""
-        self.report.enter("ncu")
-        inputs = self.inputs(self.seed + 300)
-        for _ in range(2):
-            self.candidate(*inputs)
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-        self.candidate(*inputs)
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
+    def review_all(self) -> None:
+        for index, entry in self.entries.items():
+            if entry.get("checked"):
+                self.states[index] = entry["checked"]  # passed its trials in an earlier judge run
+                continue
+            try:
+                self.check(index)
+            except (RuntimeError, TransferError, MemoryError) as exc:  # the judge's own failure, e.g. out of memory
+                self.drop_runner()
+                self.fail(index, "other", f"the review harness failed: {type(exc).__name__}: {exc}", self.at,
+                          traceback.format_exc()[-6000:])
+        passing = [i for i, s in self.states.items() if s["correct"] and not s["final"]]
+        if self.job.get("timing") and passing:
+            self.time_all(passing)
+            for index in passing:
+                if not self.states[index]["final"] and not self.rejections(index):
+                    self.verify_after_timing(index)
+        if self.job.get("profile") and passing and (reply := self.profile(None)) is not None:
+            self.records.write("reference_profile", observations=reply.get("observations") or {},
+                               unavailable=reply.get("unavailable") or {})
+        for index in passing:
+            state = self.states[index]
+            if state["final"]:
+                continue
+            if self.rejections(index):
+                self.reject(index)
+                continue
+            if self.job.get("profile") and (reply := self.profile(index)) is not None:
+                state["observations"].update(reply.get("observations") or {})
+                state["unavailable"].update(reply.get("unavailable") or {})
+                state["profile"]["torch_profiler"] = reply.get("detail") or {}
+            if not state["final"]:
+                self.publish(index, final=True)
 
 
-def run(job: dict[str, Any], report: Report) -> None:
-    session = Session(job, report)
-    session.load_reference()
-    session.load_candidate()
-    if job["mode"] == "ncu":
-        session.ncu_target()
-        return
-    session.check_correctness()
-    if job["timing"]:
-        session.time()
-    if job["profile"]:
-        session.profile()
-    if session.backends.changed_by_candidate():
-        report.flag("global_setting", f"the candidate changed {session.backends.changed_by_candidate()}; "
-                    "the reference ran with the problem's own settings", severity="warn")
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    faulthandler.enable()  # a segfault still leaves a Python traceback in the log
+    faulthandler.enable()
     job_path = Path((argv or sys.argv)[1])
     job = json.loads(job_path.read_text())
-    job_path.unlink()
-    report = Report(job)
-    report.data["device"] = torch.cuda.get_device_name() if job["device"] == "cuda" else "cpu"
+    job_path.unlink()  # the key in it is gone before any candidate code runs
+    records = RecordWriter(job["records_path"], job["key"])
+    records.write("sandbox", env_names=sorted(os.environ), interfaces=[name for _, name in socket.if_nameindex()])
+    note = not_dumpable()
+    judge = Judge(job, records, job_path.parent)
     try:
         with torch.no_grad():
-            run(job, report)
-    except Rejected as exc:
-        report.data["failure"] = {"class": exc.failure_class, "message": str(exc), "phase": report.data["phase"]}
-    except BaseException as exc:  # the candidate's failures are results, not crashes of the worker
-        phase = report.data["phase"]
-        report.data["failure"] = {
-            "class": "other" if phase in PROBLEM_PHASES else classify(exc, phase),
-            "message": f"{type(exc).__name__}: {exc}", "phase": phase, "problem_error": phase in PROBLEM_PHASES,
-            "traceback": "".join(traceback.format_exception(exc))[-6000:],
-        }
-        traceback.print_exc()
-    report.data["finished"] = True
-    report.write()
-    sys.stdout.flush()
-    sys.stderr.flush()
+            judge.load_reference()
+    except BaseException as exc:  # the problem's own failure: no candidate is to blame
+        records.write("problem_error", phase=judge.at, message=f"{type(exc).__name__}: {exc}",
+                      traceback=traceback.format_exc()[-6000:])
+        judge.close()
+        return 0
+    if note:
+        records.write("note", message=note)
+    try:
+        with torch.no_grad():
+            judge.review_all()
+    except ProblemInputsDiffer as exc:
+        records.write("problem_error", phase="reference", message=str(exc), traceback="")
+        return 0
+    finally:
+        judge.close()
+    records.write("done")
     return 0
 
 
 if __name__ == "__main__":
     code = main()
-    # Skip interpreter teardown: torch's exit handlers cost a second or more and nothing is left to save.
-    os._exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # torch's exit handlers cost a second or more and nothing is left to save

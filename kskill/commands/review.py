@@ -21,18 +21,22 @@ from kskill.app import App, json_option, pass_app
 @click.option("--compile-reference", is_flag=True, help="Also time torch.compile of the reference.")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--no-ncu", is_flag=True, help="Skip Nsight Compute (torch.profiler still runs).")
+@click.option("--no-input-variants", is_flag=True,
+              help="Check on the problem's own inputs only, not also on mixed-sign and scaled ones.")
 @click.option("--unsafe-no-sandbox", is_flag=True,
               help="Where no sandbox works, run CANDIDATE anyway, with your privileges.")
 @json_option
 @pass_app
-def review(app: App, problem: str, candidate: str, trials: int, atol: float | None, rtol: float | None,
-           device: str, timeout_s: float, compile_reference: bool, no_timing: bool, no_ncu: bool,
+def review(app: App, problem: str, candidate: str, trials: int, atol: float | None, rtol: float | None, device: str,
+           timeout_s: float, compile_reference: bool, no_timing: bool, no_ncu: bool, no_input_variants: bool,
            unsafe_no_sandbox: bool, as_json: bool) -> None:
     """Check, time and profile CANDIDATE (defines ModelNew) against PROBLEM (defines Model,
     get_inputs, get_init_inputs) in a sandboxed subprocess. Exits 0 when the candidate passes, 1 when not."""
     options = ReviewOptions(trials=trials, atol=atol, rtol=rtol, device=device, timeout_s=timeout_s,
                             compile_reference=compile_reference, timing=not no_timing, ncu=not no_ncu,
-                            unsandboxed_ok=unsafe_no_sandbox, hidden_paths=[str(app.settings.home)])
+                            input_variants=not no_input_variants, unsandboxed_ok=unsafe_no_sandbox,
+                            hidden_paths=[str(app.settings.home)],
+                            profile_cache_dir=str(app.settings.home / "profile-cache"))
     result = run_review(problem, candidate, options)
     click.echo(result.to_json() if as_json else summary(result))
     if not result.passed:

@@ -1,4 +1,4 @@
-"""The Reviewer on a real GPU: CUDA-event timing, ncu, CUDA C++ candidates, GPU failures.
+"""The Reviewer on a real GPU: CUDA-event timing, ncu, CUDA C++ candidates, GPU failures, batches.
 
 Run on a CUDA machine with `pytest -m gpu tests/gpu/test_reviewer_gpu.py`.
 """
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kskill.agents.reviewer import ReviewOptions, review
+from kskill.agents.reviewer import ReviewOptions, review, review_batch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -16,6 +16,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "reviewer"
 GPU = FIXTURES / "gpu"
 RELU = GPU / "relu_large.py"
 TRITON_RELU = FIXTURES / "candidates" / "honest" / "relu_triton.py"
+ADVERSARIAL = FIXTURES / "candidates" / "adversarial"
 
 
 def options(**kw) -> ReviewOptions:
@@ -82,3 +83,52 @@ def test_compiled_reference_is_timed_when_asked():
     result = review(RELU, TRITON_RELU, options(ncu=False, compile_reference=True))
     assert result.passed and result.timing.compiled_reference is not None
     assert result.timing.speedup_vs_compiled > 0
+
+
+def test_a_candidate_that_poisons_cuda_leaves_the_rest_of_its_batch_reviewed():
+    poison, good = review_batch(RELU, [GPU / "illegal_address_cuda.py", TRITON_RELU], options(ncu=False))
+    assert poison.failure_class == "runtime", poison.failure_message
+    assert "illegal" in (poison.failure_message + poison.log).lower()
+    assert good.passed and good.timing.representative, good.failure_message
+
+
+def test_a_hanging_kernel_times_out_alone_in_its_batch():
+    hang, good = review_batch(RELU, [GPU / "hang_cuda.py", TRITON_RELU], options(timeout_s=120, ncu=False))
+    assert hang.failure_class == "timeout", hang.failure_message
+    assert good.passed and good.timing is not None
+
+
+def test_ncu_runs_once_on_the_fastest_and_the_reference_profile_is_cached(tmp_path):
+    seed = RELU.read_text() + "\n\nclass ModelNew(Model):\n    pass\n"
+    batch = [TRITON_RELU, GPU / "relu_cuda.py", seed]
+    reviews = review_batch(RELU, batch, options(profile_cache_dir=str(tmp_path)))
+    assert all(r.passed for r in reviews), [r.failure_message for r in reviews]
+    assert all(r.timing.functions_timed == 4 for r in reviews)  # the reference and three candidates together
+    profiled = [r for r in reviews if "ncu" in r.profile]
+    assert len(profiled) == 1 and profiled[0].timing.speedup == max(r.timing.speedup for r in reviews)
+    for r in reviews:
+        if r is not profiled[0]:
+            assert r.unavailable["sm_throughput_pct"].startswith("Nsight Compute ran once for this batch")
+        assert r.reference_observations or r.reference_unavailable
+    again = review_batch(RELU, [TRITON_RELU], options(profile_cache_dir=str(tmp_path)))[0]
+    assert again.reference_observations == reviews[0].reference_observations
+    assert list(tmp_path.glob("reference-*.json"))
+
+
+def test_work_hidden_on_a_side_stream_is_not_a_speedup():
+    result = review(RELU, ADVERSARIAL / "side_stream.py", options(static_checks=False, ncu=False))
+    assert result.failure_class == "cheating", result.failure_message
+    assert "timing_unconfirmed" in {f.code for f in result.rejecting_flags()}
+
+
+def test_the_timing_is_cross_checked_by_the_profiler_and_the_judge():
+    result = review(RELU, TRITON_RELU, options(ncu=False))
+    t = result.timing
+    assert t.candidate_device_ms > 0 and t.reference_device_ms > 0 and t.judge_reference_ms > 0
+    assert abs(t.reference.median_ms - t.judge_reference_ms) / t.judge_reference_ms < 0.2
+
+
+def test_outputs_reach_the_judge_through_cuda_ipc():
+    result = review(RELU, TRITON_RELU, options(ncu=False, timing=False, profile=False))
+    assert result.passed
+    assert not any("outputs go through files" in note for note in result.profile["notes"])

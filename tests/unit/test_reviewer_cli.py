@@ -16,7 +16,8 @@ def test_review_json_for_an_honest_candidate():
                                       "--trials", "2", "--device", "cpu", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["correct"] and data["correctness"]["trials_run"] == 2 and data["failure_class"] is None
+    assert data["correct"] and data["failure_class"] is None
+    assert [t["variant"] for t in data["correctness"]["trials"]] == [None, None, "mixed_signs", "scaled"]
 
 
 def test_rejected_candidate_exits_1_with_a_readable_summary():
@@ -29,7 +30,7 @@ def test_rejected_candidate_exits_1_with_a_readable_summary():
 def test_tolerance_options_reach_the_comparison():
     args = ["review", str(FIXTURES / "problems" / "relu.py"),
             str(FIXTURES / "candidates" / "broken" / "wrong_values.py"), "--device", "cpu", "--no-timing",
-            "--trials", "1", "--json"]
+            "--trials", "1", "--no-input-variants", "--json"]
     strict = CliRunner().invoke(cli, args)
     loose = CliRunner().invoke(cli, [*args, "--atol", "0.1", "--rtol", "0"])
     assert strict.exit_code == 1 and json.loads(strict.output)["failure_class"] == "numeric"

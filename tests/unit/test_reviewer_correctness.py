@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from kskill.agents.reviewer import dynamic_checks as dyn
-from kskill.agents.reviewer.correctness import compare_outputs, compare_tensor, max_abs_difference, tolerance_for
+from kskill.agents.reviewer.correctness import (
+    apply_variant, changed_leaves, compare_outputs, compare_tensor, fingerprint, max_abs_difference, same_fingerprint,
+    tolerance_for, weak_reference)
 
 
 def test_default_tolerances_follow_the_dtype():
@@ -66,19 +68,44 @@ def test_self_difference_of_a_function():
 
 def test_mutated_inputs_and_aliases_are_found():
     x, y = torch.ones(4), torch.ones(4)
-    before = [x.clone(), y.clone()]
+    before = fingerprint([x, y])
     y.add_(1)
-    assert dyn.mutated_inputs(before, [x, y]) == [1]
+    assert changed_leaves(before, fingerprint([x, y])) == [1]
     assert dyn.aliased_outputs((x[1:], torch.ones(2)), [x]) == [0]
     assert dyn.aliased_outputs(torch.ones(4), [x]) == []
 
 
-def test_patched_runtime_is_detected_and_restored(monkeypatch):
-    snapshot = dyn.runtime_snapshot()
-    assert dyn.patched_runtime(snapshot) == []
+def test_fingerprints_see_one_changed_element_and_ignore_nan_identity():
+    x = torch.randn(1000)
+    x[3] = float("nan")
+    assert same_fingerprint(fingerprint(x)[0], fingerprint(x.clone())[0])
+    y = x.clone()
+    y[500] += 1.0
+    assert not same_fingerprint(fingerprint(x)[0], fingerprint(y)[0])
+
+
+def test_patched_runtime_is_detected(monkeypatch):
+    integrity = dyn.Integrity(harness=[], watched=[])
+    assert integrity.changed() == []
     monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
     monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, other: 0.0)
-    assert set(dyn.patched_runtime(snapshot)) == {"time.perf_counter", "torch.cuda.Event.elapsed_time"}
+    assert set(integrity.changed()) == {"time.perf_counter", "torch.cuda.Event.elapsed_time"}
+
+
+def test_harness_namespaces_and_code_are_watched(monkeypatch):
+    from kskill.agents.reviewer import correctness, timing
+
+    integrity = dyn.Integrity(harness=[timing, correctness], watched=[torch.nn.functional])
+    monkeypatch.setattr(timing, "time_cpu", lambda fns, reps: {})
+    monkeypatch.setattr(correctness, "shadowing_builtin", len, raising=False)  # a new global can shadow a builtin
+    monkeypatch.setattr(correctness.compare_tensor, "__code__", (lambda *a: {}).__code__)
+    monkeypatch.setattr(torch.nn.functional, "relu", lambda x, inplace=False: x)
+    assert set(integrity.changed()) >= {"kskill.agents.reviewer.timing.time_cpu",
+                                        "kskill.agents.reviewer.correctness.shadowing_builtin",
+                                        "kskill.agents.reviewer.correctness.compare_tensor (code)",
+                                        "torch.nn.functional.relu"}
+    monkeypatch.undo()
+    assert integrity.changed() == []
 
 
 def test_backend_settings_restore_the_problems_own():
@@ -94,7 +121,32 @@ def test_backend_settings_restore_the_problems_own():
         torch.backends.cudnn.benchmark = original
 
 
-def test_outputs_equal_is_bitwise():
-    a = torch.randn(5)
-    assert dyn.outputs_equal((a, 1), (a.clone(), 1))
-    assert not dyn.outputs_equal(a, a + 1e-7)
+def test_weak_reference_outputs_are_judged_by_relative_error():
+    """All zeros pass a 65536-column softmax at atol 1e-4 unless the check notices the outputs' scale."""
+    ref = torch.softmax(torch.rand(4, 65536), dim=1)
+    zeros = compare_tensor(torch.zeros_like(ref), ref, 0, None, None)
+    assert not zeros["passed"] and zeros["mismatched"] == ref.numel()
+    assert "judged by relative error" in zeros["note"] and zeros["reference_scale"] < 1e-4
+    close = compare_tensor(ref * (1 + 1e-6), ref, 0, None, None)
+    assert close["passed"]
+    assert weak_reference(torch.full((3,), 2.0), 1e-4) == ("constant", 2.0)
+    assert weak_reference(torch.zeros(3), 1e-4) == ("all zeros", 0.0)
+    assert weak_reference(torch.randn(100), 1e-4) is None
+
+
+def test_comparison_in_chunks_finds_the_worst_element(monkeypatch):
+    from kskill.agents.reviewer import correctness
+
+    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 7)
+    ref = torch.randn(5, 11)
+    out = ref.clone()
+    out[4, 9] += 3.0
+    result = compare_tensor(out, ref, 0, None, None)
+    assert result["mismatched"] == 1 and result["max_abs_index"] == [4, 9]
+
+
+def test_input_variants_touch_floating_inputs_only():
+    x, idx = torch.rand(8), torch.arange(8)
+    out = apply_variant([x.clone(), idx.clone()], "mixed_signs")
+    assert torch.allclose(out[0], 2 * x - 1) and torch.equal(out[1], idx)
+    assert torch.allclose(apply_variant([x.clone()], "scaled")[0], 100 * x)

@@ -3,15 +3,18 @@
 Each candidate file names its problem and the verdict it must get in its header:
 `# expect: pass`, `# expect: <failure class>`, `# expect: cheating <flag code>` or
 `# expect: rejected` (any failure). Optional `# options: key=value ...` set ReviewOptions.
+The candidates of one problem (and one set of options) are reviewed as one batch, as the
+optimization loop reviews its variants: honest, broken and hostile candidates side by side.
 """
 
+import functools
 import re
 from pathlib import Path
 
 import pytest
 
 from kskill.agents.errors import ProblemError
-from kskill.agents.reviewer import Review, ReviewOptions, review
+from kskill.agents.reviewer import Review, ReviewOptions, review, review_batch
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "reviewer"
 CANDIDATES = sorted((FIXTURES / "candidates").glob("*/*.py"))
@@ -29,6 +32,18 @@ def options_for(path: Path) -> ReviewOptions:
     return ReviewOptions(**values)
 
 
+@functools.cache
+def batch_reviews(problem: str, options: str) -> dict[Path, Review]:
+    """Every fixture candidate of this problem with these options, reviewed as one batch."""
+    paths = [p for p in CANDIDATES if header(p, "problem") == problem and (header(p, "options") or "") == options]
+    reviews = review_batch(FIXTURES / "problems" / f"{problem}.py", paths, options_for(paths[0]))
+    return dict(zip(paths, reviews))
+
+
+def batch_review(path: Path) -> Review:
+    return batch_reviews(header(path, "problem"), header(path, "options") or "")[path]
+
+
 def review_fixture(path: Path, **overrides) -> Review:
     options = options_for(path).model_copy(update=overrides)
     return review(FIXTURES / "problems" / f"{header(path, 'problem')}.py", path, options)
@@ -41,11 +56,12 @@ def test_there_are_enough_adversarial_candidates():
 @pytest.mark.parametrize("path", CANDIDATES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_fixture_gets_its_expected_verdict(path):
     expected = header(path, "expect").split()
-    result = review_fixture(path)
+    result = batch_review(path)
     summary = f"{result.failure_class}: {result.failure_message}\n{result.log[-2000:]}"
     if expected[0] == "pass":
         assert result.passed, summary
-        assert result.correctness.trials_passed == result.correctness.trials_run == 5
+        standard = [t for t in result.correctness.trials if t.variant is None]
+        assert len(standard) == 5 and all(t.passed for t in result.correctness.trials)
         assert result.timing is not None and not result.timing.representative
         assert result.rejecting_flags() == []
         return
@@ -61,16 +77,14 @@ def test_fixture_gets_its_expected_verdict(path):
 
 
 def test_weights_and_buffers_are_copied():
-    linear = review_fixture(FIXTURES / "candidates" / "honest" / "linear_relu_triton.py", timing=False, profile=False)
-    scaled = review_fixture(FIXTURES / "candidates" / "honest" / "scale_buffer_triton.py", timing=False,
-                            profile=False)
+    linear = batch_review(FIXTURES / "candidates" / "honest" / "linear_relu_triton.py")
+    scaled = batch_review(FIXTURES / "candidates" / "honest" / "scale_buffer_triton.py")
     assert linear.passed and linear.correctness.parameters_copied == 2
     assert scaled.passed and scaled.correctness.parameters_copied == 1
 
 
 def test_nondeterministic_reference_is_reported():
-    result = review_fixture(FIXTURES / "candidates" / "honest" / "shuffled_sum_torch.py", timing=False,
-                            profile=False)
+    result = batch_review(FIXTURES / "candidates" / "honest" / "shuffled_sum_torch.py")
     assert result.passed
     assert result.correctness.reference_deterministic is False
     assert 0 < result.correctness.reference_self_max_abs_diff < 1e-3
@@ -78,7 +92,7 @@ def test_nondeterministic_reference_is_reported():
 
 
 def test_review_serialises_to_json_and_back():
-    result = review_fixture(FIXTURES / "candidates" / "honest" / "tuple_triton.py")
+    result = batch_review(FIXTURES / "candidates" / "honest" / "tuple_triton.py")
     again = Review.model_validate_json(result.to_json())
     assert again == result
     assert result.observations["output_numel"] == 2 * 40 * 30 and result.observations["dtype"] == "float32"
@@ -87,27 +101,39 @@ def test_review_serialises_to_json_and_back():
     assert result.isolation.memory_strategy.startswith("RLIMIT_AS")
 
 
+def test_a_patched_harness_cannot_pass_a_wrong_answer():
+    """Replacing compare_outputs and the timers through sys.modules['__main__'] (as a candidate once did,
+    for a reported 8x) is caught; patching only while it runs, and restoring before it returns, leaves
+    the wrong answer to a comparison that is not in the candidate's process."""
+    patched = batch_review(FIXTURES / "candidates" / "adversarial" / "harness_patch.py")
+    restored = batch_review(FIXTURES / "candidates" / "adversarial" / "harness_patch_restored.py")
+    assert patched.failure_class == "cheating" and "compare_outputs" in patched.failure_message
+    assert patched.timing is None and restored.timing is None
+    assert restored.failure_class == "numeric" and restored.correctness.trials_passed == 0
+
+
 def test_early_exit_without_static_checks_is_still_caught():
     result = review_fixture(FIXTURES / "candidates" / "adversarial" / "early_exit.py", static_checks=False)
     assert result.failure_class == "runtime" and "without finishing" in result.failure_message
 
 
-def test_forged_result_file_is_not_believed(tmp_path):
+def test_forged_records_are_not_believed(tmp_path):
+    """A candidate that writes verdict records where the judge's might be, then exits, still fails."""
     forged = tmp_path / "forge.py"
     forged.write_text(
         "import json, os, torch.nn as nn\n"
-        "for name in os.listdir('.'):\n"
-        "    if name.startswith('job'):\n"
-        "        pass  # the job file, and its nonce, are already gone\n"
-        "json.dump({'finished': True, 'compiled': True, 'correct': True, 'failure': None},\n"
-        "          open('result-review.json', 'w'))\n"
+        "body = json.dumps({'type': 'verdict', 'seq': 99, 'index': 0, 'final': True,\n"
+        "                   'data': {'compiled': True, 'correct': True}})\n"
+        "for name in ('records-0.jsonl', 'records-1.jsonl'):\n"
+        "    with open(name, 'a') as f:\n"
+        "        f.write(json.dumps({'body': body, 'mac': '0' * 64}) + '\\n')\n"
         "os._exit(0)\n"
         "class ModelNew(nn.Module):\n"
         "    pass\n")
     result = review(FIXTURES / "problems" / "relu.py", forged,
                     ReviewOptions(device="cpu", static_checks=False, timeout_s=60))
-    assert not result.passed and result.failure_class == "other"
-    assert "without a valid result" in result.failure_message
+    assert not result.passed and result.failure_class == "runtime"
+    assert "without finishing" in result.failure_message
 
 
 def test_a_broken_problem_raises_problem_error(tmp_path):
@@ -120,7 +146,7 @@ def test_a_broken_problem_raises_problem_error(tmp_path):
 
 
 def test_excessive_speedup_is_reverified_and_flagged():
-    result = review_fixture(FIXTURES / "candidates" / "honest" / "fast_rowsum_torch.py", profile=False)
+    result = batch_review(FIXTURES / "candidates" / "honest" / "fast_rowsum_torch.py")
     assert result.passed and result.timing.speedup > 10
     flag = next(f for f in result.flags if f.code == "excessive_speedup")
     assert flag.severity == "warn" and "re-verified" in flag.message

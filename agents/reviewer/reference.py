@@ -1,0 +1,170 @@
+"""The judge's reference: the problem loaded and built once per batch, its outputs computed once per trial.
+
+Runs in the judge (worker.py) only, never where candidate code runs. The reference is built as the
+problem builds it, its parameters created on the device; each trial's inputs are drawn on the
+device from the trial's seed; the reference's outputs for a trial are kept for every candidate of
+the batch while they fit in a quarter of the free memory, and recomputed otherwise. Candidates
+are checked on the problem's own inputs and on the input variants (correctness.INPUT_VARIANTS)
+where the reference's outputs stay finite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kskill.agents.reviewer import dynamic_checks as dyn
+from kskill.agents.reviewer.correctness import (
+    INPUT_VARIANTS, changed_leaves, clone_tree, fingerprint, flatten_outputs, max_abs_difference, seeded_inputs,
+    seeded_model, tolerance_for, weak_reference)
+from kskill.agents.reviewer.protocol import TIMING_SEED, VARIANT_SEED
+from kskill.agents.reviewer.runner import import_file
+from kskill.agents.reviewer.timing import time_cuda
+
+
+@dataclass(frozen=True)
+class Trial:
+    number: int
+    seed: int
+    variant: str | None = None
+
+
+Expected = tuple[Any, list, list]  # the reference's outputs, their fingerprint, the inputs' fingerprint
+
+
+class Reference:
+    """The problem's Model, built and checked once; `phase` names each step for the records."""
+
+    def __init__(self, job: dict[str, Any], phase: Callable[[str], None]) -> None:
+        self.job = job
+        self.cuda = job["device"] == "cuda"
+        self.device = torch.device(job["device"])
+        self.seed, self.atol, self.rtol = job["seed"], job.get("atol"), job.get("rtol")
+        self.cache: dict[tuple[int, str | None], Expected] = {}
+        self.cached_bytes = 0
+        phase("load_problem")
+        self.problem = import_file(job["problem_path"], "kskill_problem")
+        init_inputs = self.problem.get_init_inputs()
+        if not isinstance(init_inputs, (list, tuple)):
+            raise TypeError("get_init_inputs() must return a list or tuple")
+        phase("build_reference")
+        self.model = seeded_model(self.problem.Model, list(init_inputs), self.seed, self.device)
+        phase("reference")
+        self.check_once()
+
+    def check_once(self) -> None:
+        """Determinism, what the reference does to its inputs, the trial plan, the problem's facts."""
+        inputs = seeded_inputs(self.problem, self.seed, self.device)
+        self.input_print = fingerprint(inputs)
+        ref_in = clone_tree(inputs)
+        torch.manual_seed(self.seed)
+        first = self.model(*ref_in)
+        torch.manual_seed(self.seed)
+        second = self.model(*clone_tree(inputs))
+        self.sync()
+        self.facts = {"mutated_inputs": changed_leaves(self.input_print, fingerprint(ref_in)),
+                      "aliases_inputs": bool(dyn.aliased_outputs(first, ref_in)),
+                      "output_types": dyn.output_type_names(first),
+                      "output_specs": [[list(t.shape), str(t.dtype).removeprefix("torch.")]
+                                       for t in flatten_outputs(first) if isinstance(t, torch.Tensor)]}
+        self.cache[(self.seed, None)] = (first, fingerprint(first), self.input_print)
+        diff = max_abs_difference(first, second)
+        self.trials, skipped = self.plan_trials(inputs, first)
+        notes = [f"the reference is not deterministic: two runs on the same inputs differ by up to {diff:.3g}"] \
+            if diff > 0 else []
+        self.flags = self.weak_output_flags(first)
+        self.record = {"device": torch.cuda.get_device_name() if self.cuda else "cpu",
+                       "observations": self.problem_observations(inputs, first), "notes": notes,
+                       "reference_deterministic": diff == 0.0, "reference_self_max_abs_diff": diff,
+                       "skipped_variants": skipped, "flags": self.flags, "facts": self.facts}
+
+    def plan_trials(self, inputs: list[Any], first: Any) -> tuple[list[Trial], dict[str, str]]:
+        """The problem's own trials, then the input variants its reference gives finite outputs on."""
+        trials = [Trial(k, self.seed + k) for k in range(self.job["trials"])]
+        skipped: dict[str, str] = {}
+        if not self.job.get("input_variants", True):
+            return trials, {v: "input variants were turned off" for v in INPUT_VARIANTS}
+        floating = any(isinstance(t, torch.Tensor) and t.dtype.is_floating_point for t in flatten_outputs(inputs))
+        for j, (variant, what) in enumerate(INPUT_VARIANTS.items()):
+            trial = Trial(len(trials), self.seed + VARIANT_SEED + j, variant)
+            if not floating:
+                skipped[variant] = "the problem has no floating-point inputs"
+            elif _all_finite(first) and not _all_finite(self.expected(trial)[0]):
+                skipped[variant] = f"the reference gives non-finite outputs on {what} inputs"
+                self.cache.pop((trial.seed, variant), None)
+            else:
+                trials.append(trial)
+        return trials, skipped
+
+    def expected(self, trial: Trial) -> Expected:
+        """The reference's outputs for a trial and the fingerprints, computed once while memory allows."""
+        key = (trial.seed, trial.variant)
+        if key in self.cache:
+            return self.cache[key]
+        inputs = seeded_inputs(self.problem, trial.seed, self.device, trial.variant)
+        before = fingerprint(inputs)
+        torch.manual_seed(trial.seed)
+        outputs = self.model(*inputs)
+        self.sync()
+        entry = (outputs, fingerprint(outputs), before)
+        size = sum(t.numel() * t.element_size() for t in flatten_outputs(outputs) if isinstance(t, torch.Tensor))
+        if self.cached_bytes + size <= self.cache_budget():
+            self.cache[key] = entry
+            self.cached_bytes += size
+        return entry
+
+    def cache_budget(self) -> float:
+        """A quarter of what is free: the rest is for the runner and the comparisons."""
+        if self.cuda:
+            return torch.cuda.mem_get_info()[0] / 4
+        return self.job["memory_limit_mb"] * 2**20 / 4
+
+    def own_time_ms(self) -> float | None:
+        """The reference timed alone in the judge: what its time beside the candidates must agree with."""
+        if not self.cuda:
+            return None
+        inputs = seeded_inputs(self.problem, self.seed + TIMING_SEED, self.device)
+        t = self.job["timing"]
+        raw = time_cuda({"reference": lambda: self.model(*inputs)}, warmup_ms=t["warmup_ms"], rep_ms=t["rep_ms"],
+                        min_reps=t["min_reps"], max_reps=t["max_reps"])
+        return raw["stats"]["reference"]["median_ms"]
+
+    def weak_output_flags(self, outputs: Any) -> list[dict[str, Any]]:
+        flags = []
+        for number, out in enumerate(flatten_outputs(outputs)):
+            if not isinstance(out, torch.Tensor):
+                continue
+            weak = weak_reference(out, tolerance_for(out.dtype, self.atol, self.rtol)[0])
+            if weak is not None:
+                flags.append({"code": "weak_reference_output", "severity": "warn", "origin": "dynamic",
+                              "message": f"output {number} of the reference is {weak[0]} (scale {weak[1]:.3g}); "
+                                         "it is judged by relative error where it has a scale"})
+        return flags
+
+    def problem_observations(self, inputs: list[Any], outputs: Any) -> dict[str, Any]:
+        tensors_in = [t for t in flatten_outputs(inputs) if isinstance(t, torch.Tensor)]
+        tensors_out = [t for t in flatten_outputs(outputs) if isinstance(t, torch.Tensor)]
+        floating = [t for t in tensors_in + tensors_out if t.dtype.is_floating_point]
+        main = tensors_out[0].dtype if tensors_out else torch.float32
+        atol, rtol = tolerance_for(main, self.atol, self.rtol)
+        typical = floating or tensors_out or tensors_in
+        return {
+            "dtype": str(typical[0].dtype).removeprefix("torch.") if typical else "unknown",
+            "atol": atol, "rtol": rtol,
+            "output_numel": sum(t.numel() for t in tensors_out),
+            "input_bytes": sum(t.numel() * t.element_size() for t in tensors_in),
+            "batchnorm_training": any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
+                                      for m in self.model.modules()),
+        }
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+def _all_finite(value: Any) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in flatten_outputs(value)
+               if isinstance(t, torch.Tensor) and (t.dtype.is_floating_point or t.dtype.is_complex))

@@ -1,0 +1,106 @@
+"""review_batch on the CPU (Triton interpreter): one judge for many candidates, each with its own verdict.
+
+A batch holds what the optimization loop produces: good candidates and broken ones side by side.
+A candidate that crashes, hangs or exhausts memory must get its own class while the others still
+get theirs; the time limit must hold while a review is in flight.
+"""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kskill.agents.reviewer import ReviewOptions, review_batch
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "reviewer"
+CANDIDATES = FIXTURES / "candidates"
+RELU = FIXTURES / "problems" / "relu.py"
+pytestmark = pytest.mark.slow
+
+HANG = """import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        while True:
+            x = x + 0
+"""
+OS_EXIT = """import os
+
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        os._exit(7)
+"""
+MEMORY_HOG = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        hoard = []
+        while True:
+            hoard.append(torch.empty(256 * 1024 * 1024))  # a gigabyte at a time, past the 3000 MB limit
+"""
+
+
+def test_a_mixed_batch_gives_each_candidate_its_own_class_and_times_the_good_ones():
+    candidates = [CANDIDATES / "honest" / "relu_triton.py", CANDIDATES / "broken" / "wrong_values.py",
+                  CANDIDATES / "broken" / "segfault.py", OS_EXIT, HANG, MEMORY_HOG,
+                  CANDIDATES / "adversarial" / "alias_input.py"]
+    delivered: list[int] = []
+    started = time.monotonic()
+    reviews = review_batch(RELU, candidates, ReviewOptions(device="cpu", timeout_s=30, memory_limit_mb=3000,
+                                                           static_checks=False, profile=False),
+                           on_result=lambda i, r: delivered.append(i))
+    classes = [r.failure_class for r in reviews]
+    assert classes == [None, "numeric", "runtime", "runtime", "timeout", "memory", "cheating"], \
+        [f"{r.failure_class}: {r.failure_message}" for r in reviews]
+    good = reviews[0]
+    assert good.passed and good.timing is not None and good.timing.functions_timed == 2
+    assert all(r.timing is None for r in reviews[1:])
+    assert "SIGSEGV" in reviews[2].failure_message and "status 7" in reviews[3].failure_message
+    assert "30 s limit" in reviews[4].failure_message
+    # Each review is handed over once, as soon as it is final: the failures first, the timed one last.
+    assert sorted(delivered) == list(range(len(candidates))) and delivered[-1] == 0
+    assert time.monotonic() - started < 600
+
+
+def test_the_time_limit_holds_while_a_review_is_in_flight_and_finished_reviews_are_kept():
+    started = time.monotonic()
+    reviews = review_batch(RELU, [CANDIDATES / "broken" / "wrong_values.py", CANDIDATES / "broken" / "syntax_error.py",
+                                  HANG, CANDIDATES / "honest" / "relu_triton.py"],
+                           ReviewOptions(device="cpu", timeout_s=300, profile=False), time_limit_s=60)
+    elapsed = time.monotonic() - started
+    assert elapsed < 60 + 15, elapsed
+    assert [r.failure_class for r in reviews] == ["numeric", "compile", "timeout", "timeout"]
+    assert reviews[0].correctness.trials_run == 7  # finished before the budget ran out, and kept
+    assert all("time budget ran out" in r.failure_message for r in reviews[2:])
+
+
+def test_identity_passes_a_relu_on_non_negative_inputs_only_without_input_variants():
+    """`return x` (a copy of x) is a ReLU as far as torch.rand inputs can tell."""
+    problem = FIXTURES / "problems" / "relu_nonneg.py"
+    candidate = CANDIDATES / "adversarial" / "identity_relu.py"
+    fooled, caught = (review_batch(problem, [candidate], ReviewOptions(device="cpu", timing=False, profile=False,
+                                                                       trials=2, input_variants=variants))[0]
+                      for variants in (False, True))
+    assert fooled.passed
+    assert caught.failure_class == "numeric"
+    failing = [t for t in caught.correctness.trials if not t.passed]
+    assert failing and {t.variant for t in failing} == {"mixed_signs"}
+    assert all(t.passed for t in caught.correctness.trials if t.variant is None)
+
+
+def test_all_zeros_fail_a_softmax_whose_outputs_sit_below_the_tolerance():
+    problem = FIXTURES / "problems" / "softmax_wide.py"
+    honest, zeros = review_batch(problem, [CANDIDATES / "honest" / "softmax_triton.py",
+                                           CANDIDATES / "adversarial" / "zeros_softmax.py"],
+                                 ReviewOptions(device="cpu", timing=False, profile=False, trials=2))
+    assert honest.passed, honest.failure_message
+    assert any(f.code == "weak_reference_output" and f.severity == "warn" for f in honest.flags)
+    assert not zeros.passed
+    assert all(not t.passed for t in zeros.correctness.trials)
+    assert "judged by relative error" in zeros.correctness.trials[0].outputs[0].note
