@@ -2,16 +2,17 @@
 
 This is where settings meet the agents: the brain (recipes, or llm with its endpoint, budget
 and cache under KSKILL_HOME), retrieval for the Diagnoser and the Planner's fallback, and the
-Reviewer's options.
+Reviewer, as the batch review the loop calls, with its options bound.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,12 @@ from kskill.agents.diagnoser import Diagnoser
 from kskill.agents.generator import Generator
 from kskill.agents.optimizer import Optimizer
 from kskill.agents.planner import Planner
-from kskill.agents.problem import Problem, load_problem
+from kskill.agents.problem import Problem, code_hash, load_problem
 from kskill.agents.repairer import Repairer
 from kskill.agents.reviewer import Review, ReviewOptions, review
 from kskill.config import Settings
 from kskill.graph_schema.store import GraphStore
-from kskill.loop import Deps, Progress, run_loop
+from kskill.loop import BUDGET_PHASE, Deps, Progress, ReviewBatchFn, run_loop
 from kskill.run_state import LoopConfig, RunError, RunState, load_state
 from kskill.trajectory import Trajectory
 
@@ -37,7 +38,7 @@ def new_run_id(problem_name: str) -> str:
 
 def make_brain(settings: Settings, config: LoopConfig) -> Brain:
     if config.brain == "recipes":
-        return RecipeBrain()
+        return RecipeBrain(rtol=config.rtol)
     client = open_client(settings.openai_base_url, settings.openai_api_key)
     return LlmBrain(client, settings.llm_model, cache_dir=settings.home / "llm-cache",
                     budget=LlmBudget(max_tokens=config.max_tokens, max_cost_usd=config.max_cost_usd))
@@ -53,9 +54,49 @@ def _retrieval(store: GraphStore, settings: Settings, via: str) -> Any:
                          **({} if via == "hybrid" else {"embedder": None}))
 
 
+ReviewOne = Callable[[Problem, str, ReviewOptions], Review]
+MIN_REVIEW_S = 1.0  # less time than this left in the budget: a review is not started
+
+
+def sequential_review_batch(problem: Problem, candidates: Sequence[str], options: ReviewOptions, *,
+                            time_limit_s: float | None = None,
+                            on_result: Callable[[int, Review], None] | None = None,
+                            review_one: ReviewOne = review) -> list[Review]:
+    """STAND-IN for `kskill.agents.reviewer.review_batch`, which the Reviewer is gaining alongside
+    this loop: the same signature and contract, reviewing one candidate after another (each its own
+    sandboxed worker) instead of in one worker. Every review is bounded by what is left of
+    `time_limit_s`; a candidate the budget leaves no time for fails with class "timeout" in the
+    phase "budget". Swap it for the Reviewer's in `_review_batch` below when that lands."""
+    started = time.monotonic()
+    out: list[Review] = []
+    for i, source in enumerate(candidates):
+        left = None if time_limit_s is None else time_limit_s - (time.monotonic() - started)
+        if left is not None and left < MIN_REVIEW_S:
+            result = Review(problem=problem.name, candidate_hash=code_hash(source), failure_class="timeout",
+                            failure_phase=BUDGET_PHASE,
+                            failure_message="not reviewed: the review's time budget ran out before this candidate")
+        else:
+            bounded = options if left is None else options.model_copy(update={
+                "timeout_s": min(options.timeout_s, left), "ncu_timeout_s": min(options.ncu_timeout_s, left)})
+            result = review_one(problem, source, bounded)
+            if left is not None and result.failure_class == "timeout" and bounded.timeout_s < options.timeout_s:
+                result = result.model_copy(update={"failure_phase": BUDGET_PHASE})  # cut by the budget, not its own limit
+        out.append(result)
+        if on_result is not None:
+            on_result(i, result)
+    return out
+
+
+def _review_batch(options: ReviewOptions, review_fn: Callable[[Problem, str], Review] | None) -> ReviewBatchFn:
+    """The batch review the loop calls, with these options bound (a test's `review_fn(problem, source)`
+    stands in for the Reviewer's review of one candidate)."""
+    one: ReviewOne = review if review_fn is None else (lambda problem, source, _options: review_fn(problem, source))
+    return functools.partial(sequential_review_batch, options=options, review_one=one)
+
+
 def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
                on_progress: Callable[[Progress], None] = lambda p: None, brain: Brain | None = None,
-               review_fn: Callable[[Problem, str], Review] | None = None) -> Deps:
+               review_fn: Callable[[Problem, str], Review] | None = None, gpu: Any = "detect") -> Deps:
     brain = brain or make_brain(settings, config)
     retriever = _retrieval(store, settings, config.retrieval)
 
@@ -73,9 +114,8 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
         planner=Planner(store, fallback=techniques if retriever else None),
         generator=Generator(brain), optimizer=Optimizer(brain, store),
         diagnoser=Diagnoser(store, search=patterns if retriever else None), repairer=Repairer(brain),
-        brain=brain, review=review_fn or (lambda problem, source: review(problem, source, options)),
-        confirm=review_fn or (lambda problem, source: review(problem, source, timing_only)),
-        on_progress=on_progress)
+        brain=brain, review_batch=_review_batch(options, review_fn),
+        confirm_batch=_review_batch(timing_only, review_fn), on_progress=on_progress, gpu=gpu)
 
 
 def start(store: GraphStore, settings: Settings, problem_path: Path, config: LoopConfig,

@@ -2,13 +2,13 @@
 (deterministic, the default, no network) and `llm` (any OpenAI-compatible endpoint)."""
 
 from kskill.agents.brains.base import (
-    Brain, BrainError, BrainUnavailable, BudgetExhausted, CannotRepair, Draft, NoUsableCode, OptimizeTask,
-    RepairTask, SeedTask, TrajectoryStep, Usage)
+    Brain, BrainError, BrainUnavailable, BudgetExhausted, CannotApply, CannotRepair, Draft, NoUsableCode,
+    OptimizeTask, RepairTask, SeedTask, TrajectoryStep, Usage)
 from kskill.agents.brains.extract import extract_code
 from kskill.agents.brains.llm import LlmBrain, LlmBudget, RetryPolicy, open_client
 
-__all__ = ["Brain", "BrainError", "BrainUnavailable", "BudgetExhausted", "CannotRepair", "Draft", "LlmBrain",
-           "LlmBudget", "NoUsableCode", "OptimizeTask", "RecipeBrain", "RepairTask", "RetryPolicy", "SeedTask",
+__all__ = ["Brain", "BrainError", "BrainUnavailable", "BudgetExhausted", "CannotApply", "CannotRepair", "Draft",
+           "LlmBrain", "LlmBudget", "NoUsableCode", "OptimizeTask", "RecipeBrain", "RepairTask", "RetryPolicy", "SeedTask",
            "TrajectoryStep", "Usage", "extract_code", "open_client"]
 
 

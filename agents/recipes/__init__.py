@@ -18,15 +18,16 @@ from kskill.agents.recipes.recipes import RECIPES, Applicability
 from kskill.agents.recipes.variants import param_variants
 
 
-def applicable(problem_source: str, technique: str) -> Applicability:
-    """Whether `technique` has anything to do on this reference, with the reason (static)."""
+def applicable(problem_source: str, technique: str, rtol: float = 1e-4) -> Applicability:
+    """Whether `technique` has anything to do on this reference under relative tolerance `rtol`,
+    with the reason (static)."""
     if technique not in RECIPES:
         return Applicability(False, f"unknown technique {technique!r}; known: {', '.join(sorted(RECIPES))}")
     try:
         graph = capture(problem_source)
     except CaptureError as exc:
         return Applicability(False, str(exc))
-    return RECIPES[technique].applicable(graph)
+    return RECIPES[technique].applicable(graph, rtol)
 
 
 __all__ = ["Applicability", "CaptureError", "GeneratedCandidate", "RECIPES", "RecipeNotApplicable",
