@@ -22,12 +22,15 @@ path_type = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--ncu-csv", type=path_type, help="An `ncu --csv --page raw` report of the kernel.")
 @click.option("--atol", type=float, default=None, help="Tolerance in force (default per dtype).")
 @click.option("--rtol", type=float, default=None)
+@click.option("--width", type=click.IntRange(min=0), default=4, show_default=True,
+              help="Techniques to choose, each with the variants the graph allows (0: every admissible one).")
 @click.option("--include-proposed", is_flag=True, help="Also consider ingested skills not yet reviewed.")
 @click.option("--record", is_flag=True, help="Write the Decision subgraph to the graph for auditing.")
 @json_option
 @pass_app
 def plan(app: App, problem: Path, candidate: Path | None, observations_file: Path | None, ncu_csv: Path | None,
-         atol: float | None, rtol: float | None, include_proposed: bool, record: bool, as_json: bool) -> None:
+         atol: float | None, rtol: float | None, width: int, include_proposed: bool, record: bool,
+         as_json: bool) -> None:
     """Which skill applies, and why: bottlenecks matched, technique selected, alternatives rejected."""
     obs = gather(problem.read_text(encoding="utf-8"),
                  candidate.read_text(encoding="utf-8") if candidate else None,
@@ -36,7 +39,7 @@ def plan(app: App, problem: Path, candidate: Path | None, observations_file: Pat
                  atol=atol, rtol=rtol)
     statuses = ("accepted", "proposed") if include_proposed else ("accepted",)
     planner = Planner(app.store(), statuses=statuses)
-    decision = planner.plan(obs.to_params())
+    decision = planner.plan(obs.to_params(), width=width, derivations=obs.derivations, reasons=obs.unavailable)
     if record:
         planner.record(decision)
     if as_json:
@@ -57,9 +60,12 @@ def show_plan(decision: Plan, unavailable: dict[str, str]) -> None:
         for c in b.checks:
             verdict = {True: "holds", False: "fails", None: "not observed"}[c.held]
             console.print(f"      {c.text}: {verdict}")
-    for r in decision.ranked:
-        console.print(f"  rank {r.technique} via {r.bottleneck} (priority {r.priority}, "
-                      f"expected {r.expected_gain}x, prior {r.prior})")
+    for c in decision.chosen:
+        forms = ", ".join(v.id or "its defaults" for v in c.variants)
+        console.print(f"  chosen {c.rank}. {c.technique} via {c.bottleneck} (priority {c.priority}, "
+                      f"expected {c.expected_gain}x, prior {c.prior}): {forms}")
+    for v in decision.ruled_out:
+        console.print(f"  [red]ruled out[/] variant {v.variant}: {v.reason}")
     for r in decision.rejected:
         console.print(f"  [red]rejected[/] {r.technique}: {r.reason}")
     if decision.unavailable:
