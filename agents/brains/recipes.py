@@ -9,6 +9,7 @@ launch that does not fit: too large blocks). A recipe with nothing to do raises 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kskill.agents.brains.base import CannotApply, CannotRepair, Draft, OptimizeTask, RepairTask, SeedTask, Usage
@@ -18,6 +19,7 @@ from kskill.agents.recipes import RecipeNotApplicable, applicable, build_candida
 RESIZABLE_FAILURES = ("compile", "runtime", "timeout", "memory")
 RESIZE_REMEDIES = ("reduce_block_size", "autotune_launch", "increase_occupancy")
 MIN_BLOCK = 16
+log = logging.getLogger(__name__)
 
 
 class RecipeBrain:
@@ -70,6 +72,11 @@ class RecipeBrain:
             built = build_candidate(source, list(techniques), params)
         except RecipeNotApplicable as exc:
             raise CannotApply(str(exc)) from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            # A template that cannot take these params (a variant's, on a region it was not written
+            # for) declines this candidate; the search goes on and the Decision records why.
+            log.warning("the recipes could not write %s with %s: %s", "+".join(techniques), params, exc)
+            raise CannotApply(f"the recipes could not write it: {type(exc).__name__}: {exc}") from exc
         return Draft(source=built.source, techniques=tuple(built.applied), params=dict(params),
                      notes=tuple(built.notes))
 
