@@ -2,6 +2,7 @@
 
 import pytest
 from recipe_support import check, problem
+
 from kskill.agents.recipes import build_candidate
 
 LINEAR = '''class Model(nn.Module):
