@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -175,7 +176,8 @@ class PlanRound(Node):
             return Finish(stop)
         state.best_at_last_plan = best.speedup or 1.0
         first = state.next_n() + len(self.repairs)
-        room = state.config.iterations - state.reviewed - len(state.pending()) - len(self.repairs)
+        room = min(state.config.iterations - state.reviewed - len(state.pending()), _fits_in_time(state))
+        room -= len(self.repairs)
         batch = list(self.repairs) + (expand_round(ctx, first, room) if room > 0 else [])
         for item in batch:
             _submit(ctx, item)
@@ -214,11 +216,14 @@ class ReviewBatch(Node):
                     _take_review(ctx, pending[i], review)
 
         faults.reach("review.start")
+        began = time.monotonic()
         reviews = ctx.deps.review_batch(state.problem, [a.source for a in pending], time_limit_s=left,
                                         on_result=on_result)
         if len(reviews) == len(pending):  # anything the callback did not deliver
             for i, review in enumerate(reviews):
                 on_result(i, review)
+        if taken:
+            state.review_s = (time.monotonic() - began) / len(taken)
         return Diagnose()
 
 
@@ -422,6 +427,15 @@ def _spent(ctx: Ctx, call: Callable[[], Draft]) -> Draft:
 
 def _signature(record: AttemptRecord) -> tuple[str, str]:
     return record.status, normalise(record.failure)
+
+
+def _fits_in_time(state: RunState) -> int:
+    """How many candidates the next batch can review in the time left, judged by the last batch's
+    seconds per candidate (no limit before the first batch): a batch the budget cuts short wastes
+    the reviews it does not finish, and the best parents' children come first in it."""
+    if state.review_s is None:
+        return state.config.iterations
+    return max(1, int(state.time_left() / state.review_s))
 
 
 def _budget_spent(state: RunState) -> str | None:

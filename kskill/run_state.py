@@ -123,6 +123,7 @@ class RunState:
     declined: dict[int, dict[str, str]] = field(default_factory=dict)  # parent -> technique/variant -> why not
     diagnosed: set[int] = field(default_factory=set)  # failed attempts the Diagnoser has seen
     plans: int = 0  # plan rounds so far (Decisions are numbered by it)
+    review_s: float | None = None  # seconds per candidate in the last batch's review
     stale_plans: int = 0  # rounds in a row that gained less than min_gain
     best_at_last_plan: float = 0.0
     usage: Usage = Usage()
