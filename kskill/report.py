@@ -48,7 +48,8 @@ def verdict(state: RunState) -> str:
 
 def trajectory_row(state: RunState, n: int) -> dict[str, Any]:
     a = state.attempts[n]
-    return {"n": a.n, "kind": a.kind, "parent": a.parent, "technique": a.technique, "bottleneck": a.bottleneck,
+    return {"n": a.n, "kind": a.kind, "parent": a.parent, "technique": a.technique, "variant": a.variant,
+            "bottleneck": a.bottleneck,
             "status": a.status, "speedup": a.speedup, "confirmed_speedup": a.confirmed_speedup,
             "runtime_ms": a.runtime_ms, "code_hash": a.code_hash,
             "failure": a.failure[:200], "tokens": a.usage.tokens}
@@ -116,7 +117,8 @@ def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str
         confirmed = f"{row['confirmed_speedup']:.3f}x" if row["confirmed_speedup"] is not None else "-"
         runtime = f"{row['runtime_ms']:.4f}" if row["runtime_ms"] is not None else "-"
         parent = "-" if row["parent"] is None else str(row["parent"])
-        lines.append(f"| {row['n']} | {row['kind']} | {parent} | {row['technique'] or '-'} | "
+        technique = (row["technique"] or "-") + (f" ({row['variant'].rsplit('.', 1)[-1]})" if row["variant"] else "")
+        lines.append(f"| {row['n']} | {row['kind']} | {parent} | {technique} | "
                      f"{row['bottleneck'] or '-'} | {row['status']} | {speedup} | {confirmed} | {runtime} | `{row['code_hash']}` |")
     failures = [r for r in data["trajectory"] if r["failure"]]
     if failures:
