@@ -44,10 +44,18 @@ class Optimizer:
         self.brain = brain
         self.store = store
         self._props: dict[str, dict] = {}
+        self._verdicts: dict[tuple[str, str], tuple[bool, str]] = {}
 
     def capability(self, problem: Problem) -> Capability:
-        """What the brain can apply to this problem, asked with each technique's recipe key."""
-        return lambda technique: self.brain.can_apply(problem.source, self.recipe(technique) or technique)
+        """What the brain can apply to this problem, asked with each technique's recipe key. The
+        verdict depends on the problem alone, so it is asked once per run, not once per parent."""
+        def capable(technique: str) -> tuple[bool, str]:
+            key = (problem.source_hash, technique)
+            if key not in self._verdicts:
+                self._verdicts[key] = self.brain.can_apply(problem.source, self.recipe(technique) or technique)
+            return self._verdicts[key]
+
+        return capable
 
     def expand(self, problem: Problem, parent: Draft, plan: Plan, known: Callable[[str], int | None],
                trajectory: tuple[TrajectoryStep, ...] = (), latest_review: str = "", limit: int | None = None,
