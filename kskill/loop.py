@@ -63,6 +63,8 @@ class Progress:
     action: str
     best_speedup: float
     best_n: int
+    run_id: str = ""
+    representative: bool | None = None  # whether the timings so far came from a GPU; None before any
     elapsed_s: float = 0.0
     time_limit_s: float = 0.0
 
@@ -98,8 +100,10 @@ class Ctx:
     def progress(self, action: str) -> None:
         state = self.state
         best = state.best()
+        timed = any(a.representative is not None for a in state.attempts.values())
         self.deps.on_progress(Progress(state.reviewed, state.config.iterations, action, best.speedup or 1.0,
-                                       best.n, state.elapsed(), state.config.time_limit_s))
+                                       best.n, state.run_id, state.timings_representative if timed else None,
+                                       state.elapsed(), state.config.time_limit_s))
 
 
 @dataclass(frozen=True)
@@ -357,7 +361,7 @@ def _submit(ctx: Ctx, item: NewAttempt, kind: str | None = None) -> None:
         return
     draft = item.draft
     record = AttemptRecord(kind=item.kind, code_hash=code_hash(draft.source), source=draft.source,
-                           techniques=draft.techniques, params=draft.params, **common)
+                           techniques=draft.techniques, params=draft.params, fallback=draft.fallback, **common)
     state.attempts[record.n] = record
     save_candidate(state, record)
     faults.reach("submit.disk")
