@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from click.testing import CliRunner
 from search_support import FAST, GEMM
 
@@ -53,6 +54,7 @@ class HangingBrain:
         return True, ""
 
 
+@pytest.mark.slow  # runs until its 20 s budget is spent
 def test_the_time_limit_stops_a_review_in_flight(store, tmp_path):
     limit = 20.0
     config = LoopConfig(**{**FAST, "time_limit_s": limit, "review_timeout_s": 300.0})
@@ -100,7 +102,6 @@ def test_a_time_limit_that_is_not_a_finite_number_is_refused(tmp_path):
 
 
 def test_run_settings_refuse_non_finite_numbers():
-    import pytest
     from pydantic import ValidationError
 
     for field in ("time_limit_s", "atol", "min_gain"):

@@ -18,6 +18,7 @@ from kskill.search import frontier, plan_for
 from kskill.session import resume, start
 from kskill.trajectory import Trajectory
 
+pytestmark = pytest.mark.slow  # whole runs of the loop (with scripted verdicts), a few seconds each
 capture_module = importlib.import_module("kskill.agents.recipes.capture")  # the package exports its function
 GENERATED = "MATCH (d:Decision {id: $id})-[r:GENERATED]->(v:Variant) RETURN v.id AS variant ORDER BY variant"
 RULED_OUT = "MATCH (d:Decision {id: $id})-[r:RULED_OUT]->(v:Variant) RETURN v.id AS variant, r.reason AS reason"
