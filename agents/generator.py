@@ -17,7 +17,7 @@ class Generator:
         self.brain = brain
 
     def seed(self, problem: Problem) -> Draft:
-        """A seed candidate; the brain's errors (BrainError, RecipeNotApplicable) pass through."""
+        """A seed candidate; the brain's errors (BrainError: CannotApply, NoUsableCode, ...) pass through."""
         return self.brain.seed(SeedTask(problem_source=problem.source, problem_name=problem.name))
 
 

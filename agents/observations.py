@@ -110,12 +110,12 @@ class Observations:
     def merge(cls, profile: Mapping[str, Any] | Observations | None = None,
               features: Any = None, problem: Mapping[str, Any] | None = None,
               gpu: GpuSpec | None | str = "detect",
-              unavailable: Mapping[str, str] | None = None) -> Observations:
+              unavailable: Mapping[str, str] | None = None, gpu_reason: str = "no GPU given") -> Observations:
         """Profiler metrics, static features and problem facts in one set, with derived metrics.
 
         `profile`: vocabulary name -> value from the Reviewer (or an Observations from
         `from_raw_ncu`); `features`: a Features (or mapping); `problem`: facts such as dtype,
-        atol and rtol; `gpu`: a GpuSpec, None for none, or "detect" to ask torch;
+        atol and rtol; `gpu`: a GpuSpec, None for none (`gpu_reason` says why), or "detect" to ask torch;
         `unavailable`: names the Reviewer could not measure, with its reasons.
         Measured values win over derived ones: a derived metric the profile already holds is kept.
         """
@@ -136,7 +136,7 @@ class Observations:
             obs.set(name, value, "measured")
         for name, reason in (unavailable or {}).items():
             obs.mark_unavailable(name, reason)
-        spec, why = detect() if gpu == "detect" else (gpu, "no GPU given")
+        spec, why = detect() if gpu == "detect" else (gpu, gpu_reason)
         _derive(obs, spec, why)
         for name in vocabulary():
             if name not in obs.values and name not in obs.unavailable:

@@ -1,6 +1,9 @@
-"""Gather the observations a plan is made from: static features of the problem (and candidate),
-problem facts, and profiler metrics given by vocabulary name, by raw Nsight Compute name, or as
-an `ncu --csv --page raw` report. Nothing in a candidate is executed here.
+"""The Feature Extractor: the one place where what is known about a candidate is merged into the
+observations a plan is made from. Static features of the problem (computed once) and of the
+candidate, problem facts (dtype, tolerance), and profiler metrics (a review's, or given by
+vocabulary name, by raw Nsight Compute name, or as an `ncu --csv --page raw` report), with the
+metrics derived from them against the GPU's peaks. `kskill plan` and `kskill optimize` both plan
+from it. Nothing in a candidate is executed here.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from typing import Any
 
 from kskill.agents.errors import AgentError
 from kskill.agents.candidate_features import candidate_features
-from kskill.agents.features import reference_features
+from kskill.agents.features import Features, reference_features
+from kskill.agents.gpus import GpuSpec, detect
 from kskill.agents.observations import Observations, vocabulary
 from kskill.agents.reviewer.profiling import ncu_observations, parse_ncu_csv
 
@@ -25,19 +29,57 @@ def default_tolerance(dtype: str) -> float:
     return HALF_TOLERANCE if dtype in HALF_PRECISION else FP32_TOLERANCE
 
 
+class FeatureExtractor:
+    """Observations of the candidates of one problem, under one tolerance and one GPU.
+
+    The reference's features and the GPU are settled once, on first use. `gpu` is a GpuSpec, None
+    (then `gpu_reason` says why there is none), or "detect" to ask torch for device 0.
+    """
+
+    def __init__(self, problem_source: str, atol: float | None = None, rtol: float | None = None,
+                 gpu: GpuSpec | None | str = "detect", gpu_reason: str = "no GPU given"):
+        self.problem_source = problem_source
+        self.atol, self.rtol = atol, rtol
+        self._gpu, self._gpu_reason = gpu, gpu_reason
+        self._reference: Features | None = None
+
+    @property
+    def reference(self) -> Features:
+        if self._reference is None:
+            self._reference = reference_features(self.problem_source)
+        return self._reference
+
+    @property
+    def gpu(self) -> tuple[GpuSpec | None, str]:
+        if self._gpu == "detect":
+            self._gpu, self._gpu_reason = detect()
+        return self._gpu, self._gpu_reason  # type: ignore[return-value]
+
+    def observe(self, candidate_source: str | None = None, profile: Mapping[str, Any] | None = None,
+                unavailable: Mapping[str, str] | None = None) -> Observations:
+        """The observations of one candidate (None: the reference itself, as it runs) with a
+        review's measurements and the names it could not measure, with why."""
+        features = Features(dict(self.reference.values), dict(self.reference.unavailable))
+        if candidate_source is not None:
+            features = features.merged(candidate_features(candidate_source))
+        else:
+            # Without a candidate the reference itself is what runs: its launches are the estimate,
+            # and it has no kernels of its own.
+            features.values.setdefault("code_custom_kernels", 0)
+            if "est_kernel_launches" in features.values:
+                features.values.setdefault("code_launches_per_forward", features.values["est_kernel_launches"])
+        dtype = _dtype(features.values)
+        problem = {"atol": self.atol if self.atol is not None else default_tolerance(dtype),
+                   "rtol": self.rtol if self.rtol is not None else default_tolerance(dtype)}
+        spec, why = self.gpu
+        return Observations.merge(profile=profile, features=features, problem=problem, gpu=spec, gpu_reason=why,
+                                  unavailable=unavailable)
+
+
 def gather(problem_source: str, candidate_source: str | None = None,
            measured: Mapping[str, Any] | None = None, ncu_csv: str | None = None,
            atol: float | None = None, rtol: float | None = None, gpu: Any = "detect") -> Observations:
-    """One typed observation set for the Planner."""
-    features = reference_features(problem_source)
-    if candidate_source is not None:
-        features = features.merged(candidate_features(candidate_source))
-    else:
-        # Without a candidate the reference itself is what runs: its launches are the estimate,
-        # and it has no kernels of its own.
-        features.values.setdefault("code_custom_kernels", 0)
-        if "est_kernel_launches" in features.values:
-            features.values.setdefault("code_launches_per_forward", features.values["est_kernel_launches"])
+    """One typed observation set for the Planner (`kskill plan`), through the Feature Extractor."""
     profile: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
     if ncu_csv is not None:
@@ -47,11 +89,7 @@ def gather(problem_source: str, candidate_source: str | None = None,
         profile, unavailable, _ = ncu_observations(rows)
     if measured:
         profile.update(split_measured(measured))
-    dtype = _dtype(features.values)
-    problem = {"atol": atol if atol is not None else default_tolerance(dtype),
-               "rtol": rtol if rtol is not None else default_tolerance(dtype)}
-    return Observations.merge(profile=profile, features=features, problem=problem, gpu=gpu,
-                              unavailable=unavailable)
+    return FeatureExtractor(problem_source, atol, rtol, gpu).observe(candidate_source, profile, unavailable)
 
 
 def split_measured(measured: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ reviews, report.md, model_new.py) stays under OUT/NAME.
 `--gpu N` pins the runs to one GPU (CUDA_VISIBLE_DEVICES), so two instances can share a
 two-GPU host without timing each other's kernels.
 
-    python -m kskill.eval.loop_bench --scale 32 --time-limit 150 --out runs/loop
+    python -m kskill.eval.loop_bench --scale 32 --time-limit 60 --out runs/loop
+    python -m kskill.eval.loop_bench --scale 32 --time-limit 600 --exhaustive --out runs/loop-exhaustive
 """
 
 from __future__ import annotations
@@ -36,8 +37,12 @@ def run_example(name: str, args: argparse.Namespace, env: dict[str, str]) -> dic
     """One `kskill optimize` run; its JSON summary plus the wall time seen from outside."""
     out_dir = args.out / name
     argv = [sys.executable, "-P", "-m", "kskill", "optimize", str(EXAMPLES / f"{name}.py"), "--json",
-            "--out", str(out_dir), "--iterations", str(args.iterations), "--time-limit", str(args.time_limit),
+            "--out", str(out_dir), "--time-limit", str(args.time_limit),
             "--device", args.device, "--retrieval", args.retrieval]
+    argv += ["--iterations", str(args.iterations)] if args.iterations else []
+    argv += ["--exhaustive"] if args.exhaustive else []
+    argv += [arg for option in ("width", "beam") if getattr(args, option) is not None
+             for arg in (f"--{option}", str(getattr(args, option)))]
     started = time.monotonic()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
     wall_s = time.monotonic() - started
@@ -70,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", default=",".join(example_names()),
                         help="comma-separated example names (default: all bundled examples)")
     parser.add_argument("--scale", type=int, default=32, help="KSKILL_EXAMPLE_SCALE for every example")
-    parser.add_argument("--iterations", type=int, default=15)
+    parser.add_argument("--iterations", type=int, default=0, help="candidates per run (default: optimize's)")
+    parser.add_argument("--width", type=int, default=None, help="optimize --width (default: optimize's)")
+    parser.add_argument("--beam", type=int, default=None, help="optimize --beam (default: optimize's)")
+    parser.add_argument("--exhaustive", action="store_true", help="optimize --exhaustive: the reference search")
     parser.add_argument("--time-limit", type=float, default=300.0, help="wall-time budget per example (s)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--retrieval", default="hybrid", choices=("hybrid", "lexical", "off"))

@@ -37,11 +37,11 @@ def lint_skills(store: GraphStore, statuses: tuple[str, ...] = ("accepted",)) ->
 
 def _load(store: GraphStore) -> nx.MultiDiGraph:
     graph = nx.MultiDiGraph()
-    for label in ("Bottleneck", "Technique", "FailurePattern", "Condition", "Metric", "Evidence", "Source"):
+    for label in ("Bottleneck", "Technique", "Variant", "FailurePattern", "Condition", "Metric", "Evidence", "Source"):
         for row in store.run(queries.all_nodes(label), {"skip": 0, "limit": PAGE}):
             graph.add_node((label, row["props"]["id"]), label=label, **row["props"])
     for rel in ("DETECTED_BY", "ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "REMEDIED_BY",
-                "MEASURED_BY", "SUPPORTED_BY", "FROM"):
+                "MEASURED_BY", "SUPPORTED_BY", "FROM", "HAS_VARIANT"):
         for row in store.run(queries.all_edges(rel), {"skip": 0, "limit": PAGE}):
             graph.add_edge((row["start_label"], row["start"]), (row["end_label"], row["end"]), key=rel, rel=rel)
     return graph
@@ -88,27 +88,42 @@ def _conditions(graph: nx.MultiDiGraph) -> list[Finding]:
     for node, data in graph.nodes(data=True):
         if data["label"] == "Bottleneck":
             what, conds = "signature", _out(graph, node, "DETECTED_BY")
-        elif data["label"] == "Technique":
-            what, conds = "preconditions", _out(graph, node, "REQUIRES")
+        elif data["label"] in ("Technique", "Variant"):
+            what, conds = "preconditions", _guards(graph, node, "REQUIRES")
         else:
             continue
         clash = _contradiction([graph.nodes[c] for c in conds])
         if clash:
             findings.append(Finding("error", f"contradictory {what}", node[1], clash))
-        if data["label"] == "Technique":
-            required = [graph.nodes[c] for c in _out(graph, node, "REQUIRES")]
-            for c in _out(graph, node, "FORBIDDEN_WHEN"):
+        if data["label"] in ("Technique", "Variant"):
+            required = [graph.nodes[c] for c in conds]
+            for c in _guards(graph, node, "FORBIDDEN_WHEN"):
                 forbidden = graph.nodes[c]
                 if _implied(required, forbidden):
                     findings.append(Finding("error", "never eligible", node[1],
                                             f"its preconditions imply its exclusion {forbidden.get('text')}"))
+        if data["label"] == "Variant" and not _owners(graph, node):
+            findings.append(Finding("error", "variant without technique", node[1],
+                                    "no technique HAS_VARIANT it, so no plan can propose it"))
     return findings
+
+
+def _owners(graph: nx.MultiDiGraph, variant: tuple[str, str]) -> list[tuple[str, str]]:
+    return [u for u, _, k in graph.in_edges(variant, keys=True) if k == "HAS_VARIANT"]
+
+
+def _guards(graph: nx.MultiDiGraph, node: tuple[str, str], rel: str) -> list[tuple[str, str]]:
+    """A node's own guards; a variant holds its technique's too, since it is only used with them."""
+    found = _out(graph, node, rel)
+    for owner in _owners(graph, node):
+        found += _out(graph, owner, rel)
+    return found
 
 
 def _sources(graph: nx.MultiDiGraph) -> list[Finding]:
     findings = []
     for node, data in graph.nodes(data=True):
-        if data["label"] not in ("Bottleneck", "Technique", "FailurePattern"):
+        if data["label"] not in ("Bottleneck", "Technique", "Variant", "FailurePattern"):
             continue
         cited = [s for e in _out(graph, node, "SUPPORTED_BY") for s in _out(graph, e, "FROM")]
         if not cited:

@@ -28,9 +28,15 @@ def m002_lookup_indexes(store: GraphStore) -> None:
         store.ensure_index(label, prop)
 
 
+def m003_variant_ids(store: GraphStore) -> None:
+    """Technique variants (added with skill base 1.1) are keyed by a unique id like every node kind."""
+    store.ensure_unique("Variant", "id")
+
+
 MIGRATIONS: list[tuple[str, Callable[[GraphStore], None]]] = [
     ("m001", m001_unique_ids),
     ("m002", m002_lookup_indexes),
+    ("m003", m003_variant_ids),
 ]
 
 

@@ -116,6 +116,32 @@ class Technique(Node):
     status: Status = "accepted"
 
 
+class Variant(Node):
+    """One form of a technique (a GEMM's dot precision, tile sizes): params the brain applies, guarded
+    by Conditions of its own (REQUIRES, FORBIDDEN_WHEN) on top of the technique's."""
+
+    label: ClassVar[str] = "Variant"
+    name: str
+    description: str
+    params: str = "{}"  # JSON text (sorted keys) of the brain parameters this form sets
+    priority: int = Field(50, ge=0, le=100)  # orders the forms of one technique, highest first
+    status: Status = "accepted"
+
+    @field_validator("params")
+    @classmethod
+    def _params_are_an_object(cls, value: str) -> str:
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"params must be JSON text: {exc}") from exc
+        if not isinstance(parsed, dict):
+            raise ValueError("params must be a JSON object")
+        return json.dumps(parsed, sort_keys=True)
+
+    def param_values(self) -> dict[str, Any]:
+        return json.loads(self.params)
+
+
 FailureClass = Literal["compile", "runtime", "numeric", "timeout", "cheating", "memory", "other"]
 
 
@@ -173,6 +199,7 @@ class Attempt(Node):
     confirmed_speedup: float | None = None  # re-timed against the reference at the end of the run
     correct: bool | None = None
     params: str = ""  # JSON text of the recipe parameters
+    variant: str = ""  # the Variant of the applied technique, when the plan named one
 
 
 class Decision(Node):
@@ -186,6 +213,8 @@ class Observation(Node):
     metric: str
     value: Scalar | None = None
     available: bool = True
+    derivation: str = ""  # how a derived value was obtained ("flops / bytes_moved of the reference")
+    reason: str = ""  # why an unavailable metric has no value
 
 
 class Failure(Node):
@@ -209,7 +238,7 @@ class SkillBase(Node):
 NODE_TYPES: dict[str, type[Node]] = {
     cls.label: cls
     for cls in (
-        Metric, Condition, Bottleneck, Technique, FailurePattern, Source, Evidence,
+        Metric, Condition, Bottleneck, Technique, Variant, FailurePattern, Source, Evidence,
         Run, Attempt, Decision, Observation, Failure, Migration, SkillBase,
     )
 }
@@ -218,12 +247,14 @@ NODE_TYPES: dict[str, type[Node]] = {
 RELATIONSHIPS: dict[str, set[tuple[str, str]]] = {
     "DETECTED_BY": {("Bottleneck", "Condition")},
     "ADDRESSED_BY": {("Bottleneck", "Technique")},
-    "REQUIRES": {("Technique", "Condition")},
-    "FORBIDDEN_WHEN": {("Technique", "Condition")},
+    "REQUIRES": {("Technique", "Condition"), ("Variant", "Condition")},
+    "FORBIDDEN_WHEN": {("Technique", "Condition"), ("Variant", "Condition")},
+    "HAS_VARIANT": {("Technique", "Variant")},
     "CONFLICTS_WITH": {("Technique", "Technique")},
     "REMEDIED_BY": {("FailurePattern", "Technique")},
     "MEASURED_BY": {("Condition", "Metric")},
-    "SUPPORTED_BY": {(k, "Evidence") for k in ("Bottleneck", "Technique", "FailurePattern", "Condition", "Metric")},
+    "SUPPORTED_BY": {(k, "Evidence") for k in ("Bottleneck", "Technique", "Variant", "FailurePattern", "Condition",
+                                                "Metric")},
     "FROM": {("Evidence", "Source")},
     "HAS_ATTEMPT": {("Run", "Attempt")},
     "DERIVED_FROM": {("Attempt", "Attempt")},
@@ -233,6 +264,8 @@ RELATIONSHIPS: dict[str, set[tuple[str, str]]] = {
     "MATCHED": {("Decision", "Bottleneck"), ("Decision", "Condition")},
     "SELECTED": {("Decision", "Technique")},
     "REJECTED": {("Decision", "Technique")},
+    "GENERATED": {("Decision", "Variant")},  # a child was written with this variant
+    "RULED_OUT": {("Decision", "Variant")},  # with the reason: a guard, the tabu, or the brain
     "FAILED_WITH": {("Attempt", "Failure")},
     "MATCHES": {("Failure", "FailurePattern")},
 }

@@ -1,5 +1,6 @@
-"""Cypher of the Planner: conditions evaluated inside the query against the observation map,
-the short-term memory's tabu, and the Decision subgraph written for the audit.
+"""Cypher of the Planner: conditions evaluated inside the query against the observation map (for
+techniques and for their variants alike), the short-term memory's tabu, and the Decision subgraph
+written for the audit.
 
 `$obs` is a flat map of vocabulary name -> value. A condition over a metric missing from it
 evaluates to null: it neither holds nor fails, and the audit shows it as unavailable.
@@ -71,10 +72,22 @@ _BLOCKING = (
     "WHERE (forbidden AND held = true) OR (NOT forbidden AND (held IS NULL OR held = false)) "
     "WITH t, forbidden, c, held ORDER BY forbidden, c.id "
     "WITH t, head(collect([forbidden, c.metric, c.text, held])) AS first "
-    "RETURN t.id AS technique, first[0] AS forbidden, first[1] AS metric, first[2] AS text, first[3] AS held"
+    "RETURN t.id AS id, first[0] AS forbidden, first[1] AS metric, first[2] AS text, first[3] AS held"
 )
 BLOCKING_GUARDS = _ADDRESSING + "WITH DISTINCT t " + _BLOCKING
 NAMED_BLOCKING_GUARDS = _NAMED + _BLOCKING
+
+# The variants of the chosen techniques, and (bound to `t` for _BLOCKING) the first guard that blocks
+# each variant: a variant is evaluated like a technique, on the same observations.
+_VARIANTS_OF = (
+    "UNWIND $techniques AS tid MATCH (:Technique {id: tid})-[h:HAS_VARIANT]->(v:Variant) "
+    "WHERE v.status IN $statuses AND coalesce(h.status, 'accepted') IN $statuses "
+)
+TECHNIQUE_VARIANTS = (
+    _VARIANTS_OF + "RETURN tid AS technique, v.id AS id, v.name AS name, v.params AS params, "
+    "coalesce(v.priority, 0) AS priority ORDER BY technique, id"
+)
+VARIANT_BLOCKING_GUARDS = _VARIANTS_OF + "WITH DISTINCT v AS t " + _BLOCKING
 
 # The edges of the techniques no guard blocked, with the prior learned from past outcomes
 # (mean gain, damped by the success rate: 1.0 on an edge never tried).
@@ -95,8 +108,8 @@ LINEAGE_TECHNIQUES = (
 )
 CHILD_OUTCOMES = (
     "MATCH (p:Attempt {id: $parent})<-[:DERIVED_FROM]-(c:Attempt)-[:APPLIED]->(t:Technique) "
-    "RETURN t.id AS technique, c.n AS n, c.status AS status, c.correct AS correct, c.speedup AS speedup, "
-    "p.speedup AS parent_speedup ORDER BY n, technique"
+    "RETURN t.id AS technique, coalesce(c.variant, '') AS variant, c.n AS n, c.status AS status, "
+    "c.correct AS correct, c.speedup AS speedup, p.speedup AS parent_speedup ORDER BY n, technique"
 )
 
 # The Decision subgraph (ARCHITECTURE 3.3), written in one transaction by the Planner.
@@ -118,8 +131,21 @@ WRITE_MATCHED_CONDITIONS = (
     "MATCH (c:Condition {id: row.condition}) MERGE (d)-[:MATCHED]->(c)"
 )
 WRITE_SELECTED = (
-    "MATCH (d:Decision {id: $decision}) MATCH (t:Technique {id: $technique}) "
-    "MERGE (d)-[r:SELECTED]->(t) SET r.bottleneck = $bottleneck, r.rank = 1"
+    "MATCH (d:Decision {id: $decision}) UNWIND $rows AS row "
+    "MATCH (t:Technique {id: row.technique}) "
+    "MERGE (d)-[r:SELECTED]->(t) SET r.bottleneck = row.bottleneck, r.rank = row.rank, r.outcome = row.outcome"
+)
+# The variants a child was written with (`attempt`: its number), and those ruled out with why: a
+# guard, the tabu, or the brain (it could not write the form, or wrote code an attempt already has).
+WRITE_GENERATED = (
+    "MATCH (d:Decision {id: $decision}) UNWIND $rows AS row "
+    "MATCH (v:Variant {id: row.variant}) "
+    "MERGE (d)-[r:GENERATED]->(v) SET r.technique = row.technique, r.attempt = row.attempt"
+)
+WRITE_RULED_OUT = (
+    "MATCH (d:Decision {id: $decision}) UNWIND $rows AS row "
+    "MATCH (v:Variant {id: row.variant}) "
+    "MERGE (d)-[r:RULED_OUT]->(v) SET r.technique = row.technique, r.reason = row.reason"
 )
 WRITE_REJECTED = (
     "MATCH (d:Decision {id: $decision}) UNWIND $rows AS row "

@@ -124,7 +124,7 @@ CHECK_EVIDENCE_WITHOUT_SOURCE = (
     "MATCH (e:Evidence) WHERE NOT (e)-[:FROM]->(:Source) RETURN e.id AS id LIMIT 100"
 )
 CHECK_SKILLS_WITHOUT_EVIDENCE = (
-    "MATCH (n) WHERE (n:Bottleneck OR n:Technique OR n:FailurePattern) AND n.status = 'accepted' "
+    "MATCH (n) WHERE (n:Bottleneck OR n:Technique OR n:Variant OR n:FailurePattern) AND n.status = 'accepted' "
     "AND NOT (n)-[:SUPPORTED_BY]->(:Evidence) RETURN labels(n)[0] AS label, n.id AS id LIMIT 100"
 )
 CHECK_BOTTLENECKS_WITHOUT_SIGNATURE = (

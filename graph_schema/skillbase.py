@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
@@ -23,7 +24,7 @@ from .errors import SchemaError
 from .migrations import now_iso
 from .model import (
     RELATIONSHIPS, AddressedBy, Bottleneck, Condition, Evidence, FailurePattern, Metric, Node, Source,
-    Technique, stable_id,
+    Technique, Variant, stable_id,
 )
 from .store import GraphStore
 
@@ -195,13 +196,25 @@ class _Builder:
 
     def technique(self, entry: dict[str, Any]) -> None:
         node = self.node("techniques", Technique, entry,
-                         drop=("requires", "forbidden_when", "conflicts_with", "evidence"))
+                         drop=("requires", "forbidden_when", "conflicts_with", "evidence", "variants"))
+        self.guards(node, entry)
+        for other in entry.get("conflicts_with") or []:
+            self.pending.append(("CONFLICTS_WITH", node.label, node.id, "Technique", other, {}))
+        for spec in entry.get("variants") or []:
+            if not isinstance(spec, dict) or not isinstance(spec.get("params", {}), dict):
+                raise SchemaError(f"skills/techniques.yaml {node.id!r}: a variant is a mapping with params, "
+                                  f"got {spec!r}")
+            fields = {**spec, "params": json.dumps(spec.get("params") or {}, sort_keys=True)}
+            variant = self.node("techniques", Variant, fields, drop=("requires", "forbidden_when", "evidence"))
+            self.payload.link("HAS_VARIANT", node, variant)
+            self.guards(variant, spec)
+
+    def guards(self, node: Node, entry: dict[str, Any]) -> None:
+        """The REQUIRES and FORBIDDEN_WHEN conditions of a technique or a variant."""
         for spec in entry.get("requires") or []:
             self.payload.link("REQUIRES", node, self.condition("techniques", node.id, spec))
         for spec in entry.get("forbidden_when") or []:
             self.payload.link("FORBIDDEN_WHEN", node, self.condition("techniques", node.id, spec))
-        for other in entry.get("conflicts_with") or []:
-            self.pending.append(("CONFLICTS_WITH", node.label, node.id, "Technique", other, {}))
 
     def bottleneck(self, entry: dict[str, Any]) -> None:
         node = self.node("bottlenecks", Bottleneck, entry, drop=("signature", "techniques", "evidence"))

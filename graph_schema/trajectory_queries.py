@@ -57,16 +57,18 @@ LIST_RUNS = (
 )
 
 # Every attempt of a run with its parent, the technique it added, its decision and its failure.
+# A decision selects several techniques; the one an attempt applied is the one it was written for.
 RUN_ATTEMPTS = (
     "MATCH (r:Run {id: $run})-[:HAS_ATTEMPT]->(a:Attempt) "
     "OPTIONAL MATCH (a)-[:DERIVED_FROM]->(p:Attempt) "
     "OPTIONAL MATCH (a)-[:APPLIED]->(t:Technique) "
     "OPTIONAL MATCH (a)-[:DECIDED_BY]->(d:Decision) "
-    "OPTIONAL MATCH (d)-[s:SELECTED]->(st:Technique) "
+    "OPTIONAL MATCH (d)-[s:SELECTED]->(t) "
     "OPTIONAL MATCH (a)-[:FAILED_WITH]->(f:Failure) "
     "OPTIONAL MATCH (f)-[:MATCHES]->(fp:FailurePattern) "
     "RETURN a.n AS n, properties(a) AS attempt, p.n AS parent, collect(DISTINCT t.id) AS applied, "
-    "d.id AS decision, d.tier AS tier, d.case AS case, st.id AS selected, s.bottleneck AS bottleneck, "
+    "d.id AS decision, d.tier AS tier, d.case AS case, CASE WHEN s IS NULL THEN null ELSE t.id END AS selected, "
+    "s.bottleneck AS bottleneck, "
     "f.failure_class AS failure_class, f.message AS failure_message, collect(DISTINCT fp.id) AS patterns "
     "ORDER BY n"
 )
@@ -83,7 +85,8 @@ FAILURE_PATTERNS = (
 
 DECISION_OBSERVATIONS = (
     "MATCH (d:Decision {id: $decision})-[:OBSERVED]->(o:Observation) "
-    "RETURN o.metric AS metric, o.value AS value, o.available AS available ORDER BY metric"
+    "RETURN o.metric AS metric, o.value AS value, o.available AS available, "
+    "coalesce(o.derivation, '') AS derivation, coalesce(o.reason, '') AS reason ORDER BY metric"
 )
 DECISION_MATCHED = (
     "MATCH (d:Decision {id: $decision})-[:MATCHED]->(b:Bottleneck) "
@@ -95,7 +98,14 @@ DECISION_MATCHED = (
 )
 DECISION_SELECTED = (
     "MATCH (d:Decision {id: $decision})-[s:SELECTED]->(t:Technique) "
-    "RETURN t.id AS technique, t.name AS name, s.bottleneck AS bottleneck"
+    "RETURN t.id AS technique, t.name AS name, s.bottleneck AS bottleneck, s.rank AS rank, "
+    "coalesce(s.outcome, '') AS outcome ORDER BY rank, technique"
+)
+# The variants of a decision: written (with the attempt) or ruled out (with why).
+DECISION_VARIANTS = (
+    "MATCH (d:Decision {id: $decision})-[r:GENERATED|RULED_OUT]->(v:Variant) "
+    "RETURN v.id AS variant, v.name AS name, r.technique AS technique, type(r) = 'GENERATED' AS written, "
+    "r.attempt AS attempt, coalesce(r.reason, '') AS reason ORDER BY technique, variant"
 )
 DECISION_REJECTED = (
     "MATCH (d:Decision {id: $decision})-[r:REJECTED]->(t:Technique) "

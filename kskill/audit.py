@@ -79,31 +79,35 @@ def _attempt(store: GraphStore, row: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "n": a["n"], "id": a["id"], "kind": a["kind"], "parent": row["parent"], "status": a["status"],
         "correct": a.get("correct"), "speedup": a.get("speedup"), "code_hash": a["code_hash"],
-        "technique": (row["applied"] or [None])[0], "decision": None, "failure": None}
+        "technique": (row["applied"] or [None])[0], "variant": a.get("variant", ""), "decision": None,
+        "failure": None}
     if row["decision"]:
-        out["decision"] = _decision(store, row["decision"], row["tier"], row["case"])
+        out["decision"] = _decision(store, row["decision"], row["tier"], row["case"], out["technique"])
     if row["failure_class"]:
         out["failure"] = {"class": row["failure_class"], "message": row["failure_message"],
                           "patterns": [_pattern(store, pid) for pid in row["patterns"]]}
     return out
 
 
-def _decision(store: GraphStore, decision: str, tier: str, case: str) -> dict[str, Any]:
+def _decision(store: GraphStore, decision: str, tier: str, case: str, technique: str | None = None) -> dict[str, Any]:
+    """One decision as it bears on the attempt that applied `technique` (a plan selects several)."""
     params = {"decision": decision}
     observations = store.run(q.DECISION_OBSERVATIONS, params)
     values = {o["metric"]: o["value"] for o in observations if o["available"]}
     matched = store.run(q.DECISION_MATCHED, params)
+    derived = {o["metric"]: o.get("derivation") for o in observations if o["available"] and o.get("derivation")}
     for b in matched:
-        b["conditions"] = [dict(c, observed=values.get(c["metric"])) for c in b["conditions"]
-                           if c["id"] is not None and c["held"]]
+        b["conditions"] = [dict(c, observed=values.get(c["metric"]), derivation=derived.get(c["metric"], ""))
+                           for c in b["conditions"] if c["id"] is not None and c["held"]]
     selected = store.run(q.DECISION_SELECTED, params)
-    chosen = selected[0] if selected else None
+    chosen = next((s for s in selected if s["technique"] == technique), selected[0] if selected else None)
     cited = [chosen["technique"], chosen["bottleneck"]] if chosen else [b["bottleneck"] for b in matched]
     rejected = store.run(q.DECISION_REJECTED, params)
     return {"id": decision, "tier": tier, "case": case,
             "observations": observations, "matched": matched, "selected": chosen,
             "rejected": rejected, "rejected_groups": group_rejections(rejected),
-            "addressed": store.run(q.DECISION_ADDRESSED, params),
+            "addressed": store.run(q.DECISION_ADDRESSED, params), "also_selected": selected,
+            "variants": store.run(q.DECISION_VARIANTS, params),
             "evidence": [e for node in cited if node for e in _evidence(store, node)]}
 
 
@@ -207,12 +211,22 @@ def render_text(audit: dict[str, Any]) -> str:
 def _decision_lines(a: dict[str, Any], d: dict[str, Any]) -> list[str]:
     shown = [o for o in d["observations"] if o["available"]]
     lines = [f"  observations: {len(shown)} measured or extracted, {len(d['observations']) - len(shown)} unavailable"]
+    missing: dict[str, list[str]] = {}
+    for o in d["observations"]:
+        if not o["available"]:
+            missing.setdefault(o.get("reason") or "not observed", []).append(o["metric"])
+    for reason, metrics in sorted(missing.items()):
+        lines.append(f"    unavailable ({_short(reason, 90)}): {', '.join(metrics)}")
     for b in d["matched"]:
-        held = "; ".join(f"{c['text']} (observed {c['observed']!r})" for c in b["conditions"])
+        held = "; ".join(f"{c['text']} (observed {c['observed']!r}" + (f", {c['derivation']})" if c.get("derivation")
+                                                                        else ")") for c in b["conditions"])
         lines.append(f"  conditions matched -> bottleneck {b['bottleneck']}: {held}")
     if d["selected"]:
         s = d["selected"]
         lines.append(f"  selected: {s['technique']} for {s['bottleneck'] or '(fallback)'} [{d['tier']}] - {d['case']}")
+    for v in d.get("variants", []):
+        fate = f"written as attempt {v['attempt']}" if v["written"] else f"ruled out: {v['reason']}"
+        lines.append(f"  variant {v['variant']} ({v['technique']}): {fate}")
     for g in d["rejected_groups"]:
         if g["collapsed"]:
             names = [i["technique"] for i in g["items"]]
@@ -236,7 +250,7 @@ def representativeness_note(representative: bool | None) -> str:
 
 def headline(a: dict[str, Any]) -> str:
     parent = "" if a["parent"] is None else f" from attempt {a['parent']}"
-    added = f" +{a['technique']}" if a["technique"] else ""
+    added = (f" +{a['technique']}" if a["technique"] else "") + (f" [{a['variant']}]" if a.get("variant") else "")
     return f"attempt {a['n']}: {a['kind']}{added}{parent}  [{a['code_hash']}]"
 
 

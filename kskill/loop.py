@@ -1,48 +1,54 @@
-"""The closed loop as a visible state machine (ARCHITECTURE 5).
+"""The closed loop as a visible state machine (ARCHITECTURE 5): a best-first search over the tree
+of verified candidates, reviewed in batches.
 
 Each step is a node with one `run(ctx)` that returns the next node or `End`, over a typed
 RunState and a Deps object holding the agents. The edges:
 
-    Start -> Reference -> Seed -> Submit -> ReviewCandidate -> PlanNext -> Optimize -> Submit ...
-                                            ReviewCandidate -> Diagnose -> Repair -> Submit ...
-                   Seed, Submit, Diagnose, Repair, Optimize -> EndBranch -> PlanNext
-    PlanNext, Repair -> Finish -> End   (budgets spent, early stop, or nothing left to try)
+    Start -> Reference -> Seed -> PlanRound -> Submit -> ReviewBatch -> Diagnose -> Repair -> PlanRound ...
+    Start (resumed) -> ReviewBatch (what was left pending) | Seed | Diagnose
+    PlanRound, ReviewBatch -> Finish -> End   (budgets spent, early stop, or nothing left to try)
 
-Every attempt, decision, review and failure is written to the graph when it happens, so the
-Planner's tabu sees it at once and `--resume` can continue a killed run from the graph.
+A round (kskill/search.py) plans the best parents of the frontier wide (several techniques, each
+with its variants) and the Optimizer writes their children; repairs of the last batch's failures
+join them; the round's candidates are reviewed as one batch. Every attempt, decision, review and
+failure is written to the graph when it happens (a review as soon as the Reviewer reports it),
+so the Planner's tabu sees it at once and `--resume` continues a killed run from the graph.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kskill.agents.brains.base import (
-    Brain, BrainError, BrainUnavailable, BudgetExhausted, Draft, NoUsableCode, OptimizeTask)
-from kskill.agents.candidate_features import candidate_features
+from kskill import faults
+from kskill.agents.brains.base import Brain, BrainError, BrainUnavailable, BudgetExhausted, Draft, NoUsableCode
 from kskill.agents.diagnoser import Diagnoser, Diagnosis, normalise
-from kskill.agents.features import reference_features
 from kskill.agents.generator import Generator, reference_candidate
-from kskill.agents.observations import Observations
+from kskill.agents.observe import FeatureExtractor
 from kskill.agents.optimizer import Optimizer
-from kskill.agents.planner import Plan, Planner
+from kskill.agents.planner import Planner
 from kskill.agents.problem import code_hash
-from kskill.agents.recipes import RecipeNotApplicable
 from kskill.agents.repairer import Repairer
 from kskill.agents.reviewer import Review
 from kskill.graph_schema.migrations import now_iso
-from kskill.graph_schema.model import Attempt, Run, stable_id
+from kskill.graph_schema.model import Attempt, Run
 from kskill.interrupts import RunInterrupted, as_interrupted
 from kskill.report import write_artifacts
 from kskill.run_state import AttemptRecord, RunState, release_lock, save_candidate, save_review, take_lock
+from kskill.search import NewAttempt, expand_round, observe, review_summary
 from kskill.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
-ReviewFn = Callable[[Any, str], Review]  # (problem, candidate source) -> Review
+# (problem, candidate sources, *, time_limit_s, on_result) -> one Review per candidate, in order:
+# the shape of kskill.agents.reviewer.review_batch with the review options bound.
+ReviewBatchFn = Callable[..., list[Review]]
+BUDGET_PHASE = "budget"  # the failure phase of a review the time budget cut short (not the candidate's fault)
+FINISH_RESERVE_S = 5.0  # kept from the overrun margin for the report once candidates were re-timed
 
 
 class CannotWrite(BrainError):
@@ -60,6 +66,8 @@ class Progress:
     best_n: int
     run_id: str = ""
     representative: bool | None = None  # whether the timings so far came from a GPU; None before any
+    elapsed_s: float = 0.0
+    time_limit_s: float = 0.0
 
 
 @dataclass
@@ -71,22 +79,32 @@ class Deps:
     diagnoser: Diagnoser
     repairer: Repairer
     brain: Brain
-    review: ReviewFn
+    review_batch: ReviewBatchFn
     on_progress: Callable[[Progress], None] = lambda p: None
-    confirm: ReviewFn | None = None  # a timing-only review for the re-timing at the end; None skips it
+    confirm_batch: ReviewBatchFn | None = None  # timing-only reviews for the re-timing at the end; None skips it
+    gpu: Any = "detect"  # the Feature Extractor's GPU: a GpuSpec, None (reviews on the CPU) or "detect"
 
 
 @dataclass
 class Ctx:
     state: RunState
     deps: Deps
+    extractor: FeatureExtractor = field(init=False)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # a Reviewer may report from its own thread
+
+    def __post_init__(self) -> None:
+        config = self.state.config
+        gpu, why = (None, "the reviews run on the CPU (--device cpu)") if config.device == "cpu" else (self.deps.gpu, "")
+        self.extractor = FeatureExtractor(self.state.problem.source, config.atol, config.rtol, gpu=gpu,
+                                          gpu_reason=why or "no GPU given")
 
     def progress(self, action: str) -> None:
-        best = self.state.best()
-        timed = any(a.representative is not None for a in self.state.attempts.values())
-        self.deps.on_progress(Progress(self.state.reviewed, self.state.config.iterations, action,
-                                       best.speedup or 1.0, best.n, self.state.run_id,
-                                       self.state.timings_representative if timed else None))
+        state = self.state
+        best = state.best()
+        timed = any(a.representative is not None for a in state.attempts.values())
+        self.deps.on_progress(Progress(state.reviewed, state.config.iterations, action, best.speedup or 1.0,
+                                       best.n, state.run_id, state.timings_representative if timed else None,
+                                       state.elapsed(), state.config.time_limit_s))
 
 
 @dataclass(frozen=True)
@@ -107,13 +125,12 @@ class Start(Node):
         state = ctx.state
         if not state.attempts:
             return Reference()
-        pending = [a.n for a in state.attempts.values() if a.status == "pending"]
-        if pending:
-            ctx.progress(f"resume: review attempt {pending[0]} again")
-            return ReviewCandidate(pending[0])
+        if state.pending():
+            ctx.progress(f"resume: review attempt(s) {', '.join(str(a.n) for a in state.pending())}")
+            return ReviewBatch()
         if not any(a.kind == "seed" for a in state.attempts.values()):
             return Seed()
-        return PlanNext()
+        return Diagnose()
 
 
 @dataclass
@@ -131,165 +148,146 @@ class Reference(Node):
 
 @dataclass
 class Seed(Node):
-    def run(self, ctx: Ctx) -> Node:
-        try:
-            draft = _spent(ctx, lambda: ctx.deps.generator.seed(ctx.state.problem))
-        except (RecipeNotApplicable, CannotWrite) as exc:
-            return EndBranch(f"no seed: {exc}")
-        except NoUsableCode as exc:
-            return _no_code(ctx, exc, kind="seed", parent=0)
-        return Submit(draft, kind="seed", parent=0)
-
-
-@dataclass
-class Submit(Node):
-    """A new candidate becomes a pending attempt in the graph and on disk, unless it repeats one."""
-
-    draft: Draft
-    kind: str
-    parent: int
-    plan: Plan | None = None
+    """The seed is submitted, not reviewed yet: the first round plans its children from its code,
+    so the first batch reviews the seed and its children together."""
 
     def run(self, ctx: Ctx) -> Node:
         state = ctx.state
-        digest = code_hash(self.draft.source)
-        same = state.by_hash(digest)
-        if same is not None:
-            return EndBranch(f"the {self.kind} gave the same code as attempt {same.n}")
-        record = AttemptRecord(
-            n=state.next_n(), kind=self.kind, code_hash=digest, source=self.draft.source,
-            techniques=self.draft.techniques, params=self.draft.params, parent=self.parent,
-            technique=self.plan.selected if self.plan else None, bottleneck=self.plan.bottleneck if self.plan else None,
-            decision=self.plan.id if self.plan else None, usage=ctx.state.last_usage, fallback=self.draft.fallback)
-        state.attempts[record.n] = record
-        save_candidate(state, record)
-        _write(ctx, record)
-        return ReviewCandidate(record.n)
-
-
-@dataclass
-class ReviewCandidate(Node):
-    n: int
-
-    def run(self, ctx: Ctx) -> Node:
-        state, record = ctx.state, ctx.state.attempts[self.n]
-        ctx.progress(f"review attempt {record.n} ({record.kind} {record.technique or ''})".replace(" )", ")"))
-        review = ctx.deps.review(state.problem, record.source)
-        timing = review.timing
-        record.review = review
-        record.correct = review.passed
-        record.status = "verified" if review.passed else (review.failure_class or "other")
-        record.speedup = timing.speedup if timing else None
-        record.runtime_ms = timing.candidate.median_ms if timing else None
-        record.representative = timing.representative if timing else None
-        record.failure = "" if review.passed else review.failure_message
-        save_review(state, record)
-        _write(ctx, record)
-        if review.passed:
-            ctx.progress(f"attempt {record.n} verified, {record.speedup or 0:.3f}x")
-            return PlanNext()
-        ctx.progress(f"attempt {record.n} failed: {record.status}")
-        return Diagnose(record.n)
-
-
-@dataclass
-class Diagnose(Node):
-    n: int
-
-    def run(self, ctx: Ctx) -> Node:
-        state, record = ctx.state, ctx.state.attempts[self.n]
-        review = record.review
-        diagnosis = ctx.deps.diagnoser.diagnose(record.status, record.failure, review.log if review else "")
-        ctx.deps.trajectory.write_failure(state.id_of(record.n), diagnosis)
-        earlier = [a for a in state.branch(record.n) if a.n != record.n and not a.verified
-                   and _signature(a) == diagnosis.signature]
-        if earlier:
-            return EndBranch(f"attempt {record.n} failed as attempt {earlier[0].n} did ({record.status}): "
-                             "the same failure twice")
-        repairs = sum(1 for a in state.branch(record.n) if a.kind == "repair")
-        if repairs >= state.config.max_repairs:
-            return EndBranch(f"{repairs} repair(s) spent on this branch")
-        return Repair(record.n, diagnosis)
-
-
-@dataclass
-class Repair(Node):
-    n: int
-    diagnosis: Diagnosis
-
-    def run(self, ctx: Ctx) -> Node:
-        state, record = ctx.state, ctx.state.attempts[self.n]
-        if (stop := _budget_spent(state)) is not None:
-            return Finish(stop)
-        repairs = sum(1 for a in state.branch(record.n) if a.kind == "repair")
-        ctx.progress(f"repair attempt {record.n} ({self.diagnosis.failure_class})")
         try:
-            draft = _spent(ctx, lambda: ctx.deps.repairer.repair(
-                state.problem, record.draft(), self.diagnosis, record.review.log if record.review else "",
-                attempt=repairs + 1, trajectory=state.trajectory()))
+            draft = _spent(ctx, lambda: ctx.deps.generator.seed(state.problem))
+        except CannotWrite as exc:
+            ctx.progress(f"no seed: {exc}; planning from the reference")
+            return PlanRound()
         except NoUsableCode as exc:
-            return _no_code(ctx, exc, kind="repair", parent=record.n)
-        except (RecipeNotApplicable, CannotWrite) as exc:
-            return EndBranch(f"no repair for attempt {record.n}: {exc}")
-        return Submit(draft, kind="repair", parent=record.n)
+            _submit(ctx, NewAttempt(state.next_n(), "no_code", 0, None, no_code=exc, usage=state.last_usage), "seed")
+            return PlanRound()
+        _submit(ctx, NewAttempt(state.next_n(), "seed", 0, draft, usage=state.last_usage))
+        return PlanRound()
 
 
 @dataclass
-class EndBranch(Node):
-    reason: str
+class PlanRound(Node):
+    """Budgets and early stops first; then repairs and the children of the best parents, one batch."""
 
-    def run(self, ctx: Ctx) -> Node:
-        ctx.progress(f"branch ends: {self.reason}; back to attempt {ctx.state.parents()[0].n}")
-        return PlanNext()
-
-
-@dataclass
-class PlanNext(Node):
-    """Budgets and early stops first; then the Planner, from the best verified candidate down."""
+    repairs: Sequence[NewAttempt] = ()
 
     def run(self, ctx: Ctx) -> Node:
         state = ctx.state
         best = state.parents()[0]
-        if state.plans:
+        if state.best_at_last_plan:
             gained = (best.speedup or 0.0) >= state.best_at_last_plan * state.config.min_gain
             state.stale_plans = 0 if gained else state.stale_plans + 1
         if (stop := _budget_spent(state) or _early_stop(ctx, best)) is not None:
             return Finish(stop)
-        for parent in state.parents():
-            if parent.n in state.exhausted:
-                continue
-            plan = ctx.deps.planner.plan(_observations(ctx, parent), parent=state.id_of(parent.n),
-                                         capability=_capability(ctx, parent))
-            if plan.selected is None:
-                state.exhausted.add(parent.n)
-                ctx.progress(f"nothing left to try from attempt {parent.n}: {plan.case}")
-                continue
-            # One Decision per planned child: successive plans from one parent must not share a node.
-            plan = replace(plan, id=stable_id("dec", state.run_id, parent.n, state.next_n(), plan.selected, plan.id))
-            ctx.deps.planner.record(plan)
-            state.plans += 1
-            state.best_at_last_plan = best.speedup or 0.0
-            return Optimize(parent.n, plan)
+        state.best_at_last_plan = best.speedup or 1.0
+        first = state.next_n() + len(self.repairs)
+        room = min(state.config.iterations - state.reviewed - len(state.pending()), _fits_in_time(state))
+        room -= len(self.repairs)
+        batch = list(self.repairs) + (expand_round(ctx, first, room) if room > 0 else [])
+        for item in batch:
+            _submit(ctx, item)
+        if state.pending():
+            return ReviewBatch()
+        if room <= 0:
+            return Finish(_budget_spent(state) or f"iteration budget spent ({state.reviewed} of "
+                                                  f"{state.config.iterations})")
         return Finish("no technique left to try from any verified candidate")
 
 
 @dataclass
-class Optimize(Node):
-    parent: int
-    plan: Plan
+class ReviewBatch(Node):
+    """Every pending attempt reviewed in one batch, bounded by what is left of the time limit; each
+    review is written to the graph and the run directory as soon as the Reviewer reports it."""
 
     def run(self, ctx: Ctx) -> Node:
-        state, parent = ctx.state, ctx.state.attempts[self.parent]
-        ctx.progress(f"optimize from attempt {parent.n} with {self.plan.selected} ({self.plan.bottleneck or self.plan.tier})")
-        try:
-            draft = _spent(ctx, lambda: ctx.deps.optimizer.apply(
-                state.problem, parent.draft(), self.plan, state.trajectory(), _review_summary(parent)))
-        except NoUsableCode as exc:
-            return _no_code(ctx, exc, kind="optimize", parent=parent.n, plan=self.plan)
-        except (RecipeNotApplicable, CannotWrite) as exc:
-            state.declined.setdefault(parent.n, {})[self.plan.selected] = str(exc)
-            return EndBranch(f"{self.plan.selected} could not be applied: {exc}")
-        return Submit(draft, kind="optimize", parent=parent.n, plan=self.plan)
+        state = ctx.state
+        pending = state.pending()
+        adopted = [a for a in pending if a.review is not None]  # reviewed before a kill, not yet in the graph
+        for a in adopted:
+            _take_review(ctx, a, a.review)
+        pending = [a for a in pending if a not in adopted]
+        if not pending:
+            return Diagnose()
+        left = state.time_left()
+        if left <= 0:
+            return Finish(_budget_spent(state) or "wall-time budget spent")
+        ctx.progress(f"review {len(pending)} candidate(s): attempt(s) {', '.join(str(a.n) for a in pending)}")
+        taken: set[int] = set()
+
+        def on_result(i: int, review: Review) -> None:
+            with ctx.lock:
+                if i not in taken:
+                    taken.add(i)
+                    _take_review(ctx, pending[i], review)
+
+        faults.reach("review.start")
+        began = time.monotonic()
+        reviews = ctx.deps.review_batch(state.problem, [a.source for a in pending], time_limit_s=left,
+                                        on_result=on_result)
+        if len(reviews) == len(pending):  # anything the callback did not deliver
+            for i, review in enumerate(reviews):
+                on_result(i, review)
+        if taken:
+            state.review_s = (time.monotonic() - began) / len(taken)
+        return Diagnose()
+
+
+@dataclass
+class Diagnose(Node):
+    """Each failure the Diagnoser has not seen gets its diagnosis in the graph; the branch ends on
+    the same failure twice or when its repairs are spent, otherwise it is repaired."""
+
+    def run(self, ctx: Ctx) -> Node:
+        state = ctx.state
+        to_repair = []
+        for record in state.undiagnosed():
+            faults.reach("diagnose")
+            review = record.review
+            diagnosis = ctx.deps.diagnoser.diagnose(record.status, record.failure, review.log if review else "")
+            ctx.deps.trajectory.write_failure(state.id_of(record.n), diagnosis)
+            state.diagnosed.add(record.n)
+            branch = state.branch(record.n)
+            earlier = [a for a in branch if a.n != record.n and not a.verified and _signature(a) == diagnosis.signature]
+            repairs = sum(1 for a in branch if a.kind == "repair")
+            if earlier:
+                ctx.progress(f"attempt {record.n} failed as attempt {earlier[0].n} did ({record.status}): "
+                             "the branch ends")
+            elif repairs >= state.config.max_repairs:
+                ctx.progress(f"attempt {record.n} failed ({record.status}); {repairs} repair(s) spent on its branch")
+            else:
+                to_repair.append((record.n, diagnosis, repairs + 1))
+        return Repair(to_repair) if to_repair else PlanRound()
+
+
+@dataclass
+class Repair(Node):
+    failures: list[tuple[int, Diagnosis, int]]  # attempt, diagnosis, which repair of its branch
+
+    def run(self, ctx: Ctx) -> Node:
+        state = ctx.state
+        repairs: list[NewAttempt] = []
+        for n, diagnosis, attempt in self.failures:
+            if _budget_spent(state) is not None:
+                break
+            record = state.attempts[n]
+            ctx.progress(f"repair attempt {n} ({diagnosis.failure_class})")
+            number = state.next_n() + len(repairs)
+            try:
+                draft = _spent(ctx, lambda: ctx.deps.repairer.repair(
+                    state.problem, record.draft(), diagnosis, record.review.log if record.review else "",
+                    attempt=attempt, trajectory=state.trajectory()))
+            except NoUsableCode as exc:
+                repairs.append(NewAttempt(number, "no_code", n, None, no_code=exc, usage=state.last_usage))
+                continue
+            except CannotWrite as exc:
+                ctx.progress(f"no repair for attempt {n}: {exc}")
+                continue
+            same = state.by_hash(code_hash(draft.source))
+            if same is not None or any(r.draft and r.draft.source == draft.source for r in repairs):
+                ctx.progress(f"the repair of attempt {n} gave code an attempt already has")
+                continue
+            repairs.append(NewAttempt(number, "repair", n, draft, usage=state.last_usage))
+        return PlanRound(repairs)
 
 
 @dataclass
@@ -300,9 +298,14 @@ class Finish(Node):
         state = ctx.state
         state.stop_reason = self.reason
         ctx.progress(f"stop: {self.reason}")
+        for a in state.pending():  # the budget ran out before their review: say so in the graph
+            a.status, a.failure = "unreviewed", f"not reviewed: the run stopped first ({self.reason})"
+            _write(ctx, a)
         _confirm(ctx)
         state.learned = _learn(ctx)
+        faults.reach("finish")
         write_artifacts(state)
+        faults.reach("finish.run")
         _write_run(ctx, "finished")
         return End(state)
 
@@ -338,13 +341,65 @@ def run_loop(state: RunState, deps: Deps, start: Node | None = None) -> RunState
 
 # --- helpers the nodes share -----------------------------------------------------------------
 
+def _submit(ctx: Ctx, item: NewAttempt, kind: str | None = None) -> None:
+    """A new candidate becomes a pending attempt: its file first, then its node in the graph (a
+    reply without usable code is a failed attempt of its own, class no_code, so the tabu sees it)."""
+    state = ctx.state
+    faults.reach("submit")
+    common = dict(n=item.n, parent=item.parent, technique=item.technique, variant=item.variant,
+                  bottleneck=item.bottleneck, decision=item.decision, usage=item.usage)
+    if item.draft is None:
+        exc = item.no_code
+        record = AttemptRecord(kind=kind or ("optimize" if item.technique else "repair"),
+                               code_hash=code_hash((exc.reply if exc else "") or str(exc)), source="",
+                               status="no_code", correct=False, failure=str(exc), **common)
+        if state.by_hash(record.code_hash) is not None:
+            return
+        state.attempts[record.n] = record
+        folder = state.attempt_dir(record.n)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "reply.txt").write_text(exc.reply if exc else "")
+        _write(ctx, record)
+        ctx.deps.trajectory.write_failure(state.id_of(record.n), Diagnosis("no_code", str(exc), ()))
+        state.diagnosed.add(record.n)
+        return
+    draft = item.draft
+    record = AttemptRecord(kind=item.kind, code_hash=code_hash(draft.source), source=draft.source,
+                           techniques=draft.techniques, params=draft.params, fallback=draft.fallback, **common)
+    state.attempts[record.n] = record
+    save_candidate(state, record)
+    faults.reach("submit.disk")
+    _write(ctx, record)
+
+
+def _take_review(ctx: Ctx, record: AttemptRecord, review: Review) -> None:
+    """Record one review on disk and in the graph; a review the time budget cut short leaves the
+    attempt pending (a resumed run reviews it), since it says nothing about the candidate."""
+    state = ctx.state
+    if review.failure_class == "timeout" and review.failure_phase == BUDGET_PHASE:
+        return
+    faults.reach("review.result")
+    timing = review.timing
+    record.review = review
+    record.correct = review.passed
+    record.status = "verified" if review.passed else (review.failure_class or "other")
+    record.speedup = timing.speedup if timing else None
+    record.runtime_ms = timing.candidate.median_ms if timing else None
+    record.representative = timing.representative if timing else None
+    record.failure = "" if review.passed else review.failure_message
+    save_review(state, record)
+    faults.reach("review.disk")
+    _write(ctx, record)
+    ctx.progress(f"attempt {record.n} verified, {record.speedup or 0:.3f}x" if review.passed
+                 else f"attempt {record.n} failed: {record.status}")
+
 
 def _write(ctx: Ctx, record: AttemptRecord) -> None:
     state = ctx.state
     attempt = Attempt(id=state.id_of(record.n), origin="run", run_id=state.run_id, n=record.n, kind=record.kind,
                       code_hash=record.code_hash, status=record.status, runtime_ms=record.runtime_ms,
                       speedup=record.speedup, confirmed_speedup=record.confirmed_speedup, correct=record.correct,
-                      params=record.graph_params())
+                      params=record.graph_params(), variant=record.variant)
     parent = state.id_of(record.parent) if record.parent is not None else None
     ctx.deps.trajectory.write_attempt(attempt, parent, record.technique, record.decision)
 
@@ -378,110 +433,58 @@ def _spent(ctx: Ctx, call: Callable[[], Draft]) -> Draft:
         ctx.state.last_usage = ctx.deps.brain.used - before
 
 
-def _no_code(ctx: Ctx, exc: NoUsableCode, kind: str, parent: int, plan: Plan | None = None) -> Node:
-    """A reply without usable code is an attempt of its own (failed, class no_code): the tabu sees it."""
-    state = ctx.state
-    digest = code_hash(exc.reply or str(exc))
-    if state.by_hash(digest) is None:
-        record = AttemptRecord(n=state.next_n(), kind=kind, code_hash=digest, source="", parent=parent,
-                               technique=plan.selected if plan else None, bottleneck=plan.bottleneck if plan else None,
-                               decision=plan.id if plan else None, status="no_code", correct=False, failure=str(exc),
-                               usage=ctx.state.last_usage)
-        state.attempts[record.n] = record
-        folder = state.attempt_dir(record.n)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "reply.txt").write_text(exc.reply)
-        _write(ctx, record)
-        ctx.deps.trajectory.write_failure(state.id_of(record.n), Diagnosis("no_code", str(exc), ()))
-    return EndBranch(f"no usable code from the brain: {exc}")
-
-
 def _signature(record: AttemptRecord) -> tuple[str, str]:
     return record.status, normalise(record.failure)
+
+
+def _fits_in_time(state: RunState) -> int:
+    """How many candidates the next batch can review in the time left, judged by the last batch's
+    seconds per candidate (no limit before the first batch): a batch the budget cuts short wastes
+    the reviews it does not finish, and the best parents' children come first in it."""
+    if state.review_s is None:
+        return state.config.iterations
+    return max(1, int(state.time_left() / state.review_s))
 
 
 def _budget_spent(state: RunState) -> str | None:
     if state.reviewed >= state.config.iterations:
         return f"iteration budget spent ({state.reviewed} of {state.config.iterations})"
-    if state.elapsed() >= state.config.time_limit_s:
+    if state.time_left() <= 0:
         return f"wall-time budget spent ({state.elapsed():.0f} s of {state.config.time_limit_s:.0f} s)"
     return None
 
 
 def _early_stop(ctx: Ctx, best: AttemptRecord) -> str | None:
     state = ctx.state
-    if state.stale_plans >= state.config.patience:
-        return f"{state.stale_plans} plans in a row gained less than {100 * (state.config.min_gain - 1):.0f}%"
-    fraction = (best.review.observations.get("roofline_fraction") if best.review else None)
-    if isinstance(fraction, (int, float)) and fraction >= state.config.roofline_stop:
-        return f"attempt {best.n} reaches {fraction:.0%} of its roofline estimate"
+    if state.config.patience and state.stale_plans >= state.config.patience:
+        return f"{state.stale_plans} rounds in a row gained less than {100 * (state.config.min_gain - 1):.0f}%"
+    if state.config.roofline_stop and best.review is not None and best.representative:
+        fraction = observe(ctx, best).get("roofline_fraction")
+        if isinstance(fraction, (int, float)) and fraction >= state.config.roofline_stop:
+            return f"attempt {best.n} reaches {fraction:.0%} of its roofline estimate"
     return None
 
 
-def _observations(ctx: Ctx, record: AttemptRecord) -> dict[str, Any]:
-    """Reference features, the candidate's static features and its review's measurements, merged."""
-    state = ctx.state
-    if state.reference_features is None:
-        state.reference_features = reference_features(state.problem.source)
-    features = state.reference_features.merged(candidate_features(record.source))
-    review = record.review
-    problem = {k: v for k, v in (("atol", state.config.atol), ("rtol", state.config.rtol)) if v is not None}
-    obs = Observations.merge(profile=review.observations if review else None, features=features, problem=problem,
-                             unavailable=review.unavailable if review else None)
-    return obs.to_params()
-
-
-def _capability(ctx: Ctx, parent: AttemptRecord) -> Callable[[str], tuple[bool, str]]:
-    """What the Planner may select from `parent`: what the brain can apply and has not refused before,
-    and, for the deterministic brain, only what gives code not already tried in this run."""
-    state, brain = ctx.state, ctx.deps.brain
-
-    def capable(technique: str) -> tuple[bool, str]:
-        if technique in state.declined.get(parent.n, {}):
-            return False, state.declined[parent.n][technique]
-        ok, why = brain.can_apply(state.problem.source, technique)
-        if not ok or brain.name != "recipes":
-            return ok, why
-        task = OptimizeTask(state.problem.source, state.problem.name, parent.draft(), technique, None, "", "", (), (),
-                            "")
-        try:
-            draft = brain.optimize(task)
-        except (RecipeNotApplicable, BrainError) as exc:
-            return False, str(exc)
-        same = state.by_hash(code_hash(draft.source))
-        if same is not None:
-            return False, f"gives the same code as attempt {same.n}"
-        return True, ""
-
-    return capable
-
-
-def _review_summary(record: AttemptRecord) -> str:
-    review = record.review
-    if review is None:
-        return ""
-    lines = [f"{'passed' if review.passed else 'failed: ' + str(review.failure_class)} on {review.device}"]
-    if review.timing:
-        t = review.timing
-        lines.append(f"candidate {t.candidate.median_ms:.4f} ms vs reference {t.reference.median_ms:.4f} ms "
-                     f"({t.speedup:.3f}x{'' if t.representative else ', not representative'})")
-    measured = {k: v for k, v in sorted(review.observations.items()) if not isinstance(v, str)}
-    lines.append("measured: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                          for k, v in list(measured.items())[:30]))
-    return "\n".join(lines)
-
-
 def _confirm(ctx: Ctx) -> None:
-    """Re-time the fastest candidates against the reference, one fresh review each, and keep those
+    """Re-time the fastest candidates against the reference, in one fresh batch, and keep those
     figures: a speedup measured once can ride on one slow stretch of the reference (a launch-bound
-    reference's time follows the host's load), and the returned model should not be chosen by it."""
+    reference's time follows the host's load), and the returned model should not be chosen by it.
+    The re-timing spends the run's overrun margin, no more."""
     state = ctx.state
-    if ctx.deps.confirm is None or state.config.confirm == 0:
+    if ctx.deps.confirm_batch is None or state.config.confirm == 0:
         return
     fastest = [a for a in state.candidates() if a.representative][:state.config.confirm]
-    for a in fastest:
-        ctx.progress(f"confirm attempt {a.n}: time it against the reference again")
-        review = ctx.deps.confirm(state.problem, a.source)
+    if not fastest:
+        return
+    left = state.time_left() + state.config.overrun_s - FINISH_RESERVE_S
+    if left <= 0:
+        log.warning("no time left to re-time the fastest candidates; their first reviews stand")
+        return
+    ctx.progress(f"confirm attempt(s) {', '.join(str(a.n) for a in fastest)}: time them against the reference again")
+    reviews = ctx.deps.confirm_batch(state.problem, [a.source for a in fastest], time_limit_s=left)
+    for a, review in zip(fastest, reviews):
+        if review.failure_phase == BUDGET_PHASE:
+            continue  # not re-timed: the first review's figure stands
         timed = review.passed and review.timing is not None and review.timing.representative
         a.confirmed_speedup = review.timing.speedup if timed else 0.0
         _write(ctx, a)
@@ -507,3 +510,6 @@ def _learn(ctx: Ctx) -> str:
         ctx.deps.planner.record_outcome(a.bottleneck, a.technique, gain)
         count += 1
     return f"priors updated from {count} planned attempt(s)"
+
+
+__all__ = ["Ctx", "Deps", "End", "Node", "Progress", "ReviewBatchFn", "run_loop", "review_summary"]

@@ -51,7 +51,8 @@ def verdict(state: RunState) -> str:
 
 def trajectory_row(state: RunState, n: int) -> dict[str, Any]:
     a = state.attempts[n]
-    return {"n": a.n, "kind": a.kind, "parent": a.parent, "technique": a.technique, "bottleneck": a.bottleneck,
+    return {"n": a.n, "kind": a.kind, "parent": a.parent, "technique": a.technique, "variant": a.variant,
+            "bottleneck": a.bottleneck,
             "status": a.status, "speedup": a.speedup, "confirmed_speedup": a.confirmed_speedup,
             "runtime_ms": a.runtime_ms, "reference_ms": reference_ms(a), "code_hash": a.code_hash,
             "failure": a.failure[:200], "tokens": a.usage.tokens,
@@ -104,7 +105,8 @@ def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str
         runtime = f"{row['runtime_ms']:.4f}" if row["runtime_ms"] is not None else "-"
         reference = f"{row['reference_ms']:.4f}" if row["reference_ms"] is not None else "-"
         parent = "-" if row["parent"] is None else str(row["parent"])
-        lines.append(f"| {row['n']} | {row['kind']} | {parent} | {row['technique'] or '-'} | "
+        technique = (row["technique"] or "-") + (f" ({row['variant'].rsplit('.', 1)[-1]})" if row["variant"] else "")
+        lines.append(f"| {row['n']} | {row['kind']} | {parent} | {technique} | "
                      f"{row['bottleneck'] or '-'} | {row['status']} | {speedup} | {confirmed} | {runtime} | {reference} | `{row['code_hash']}` |")
     lines += ["", "Each review times the reference again, interleaved with the candidate: `reference ms` is the "
               "time its speedup is relative to, and shows how much the reference's own time moved."]

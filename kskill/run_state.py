@@ -18,7 +18,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kskill.agents.brains.base import Draft, Fallback, TrajectoryStep, Usage
-from kskill.agents.features import Features
 from kskill.agents.planner import MIN_GAIN
 from kskill.agents.problem import Problem, load_problem
 from kskill.agents.reviewer import Review
@@ -26,17 +25,22 @@ from kskill.trajectory import RunError, Trajectory, attempt_id
 
 
 class LoopConfig(BaseModel):
-    """Budgets, stopping rules and review settings of one run (stored with the Run as JSON)."""
+    """Budgets, stopping rules, search and review settings of one run (stored with the Run as JSON)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     brain: Literal["recipes", "llm"] = "recipes"
-    iterations: int = Field(15, ge=1, description="candidates reviewed in all (seed, optimizations, repairs)")
+    iterations: int = Field(40, ge=1, description="candidates reviewed in all (seed, optimizations, repairs)")
     time_limit_s: float = Field(1800.0, gt=0, description="wall time of one invocation")
+    width: int = Field(4, ge=0, description="techniques the Planner chooses per parent, each with every "
+                                            "variant the graph allows (0: every admissible technique)")
+    beam: int = Field(2, ge=0, description="parents expanded per round, best first (0: every verified candidate)")
     max_repairs: int = Field(2, ge=0, description="repairs per branch")
-    patience: int = Field(3, ge=1, description="plans in a row that gain less than min_gain before stopping")
+    patience: int = Field(3, ge=0, description="rounds in a row that gain less than min_gain before stopping "
+                                               "(0: never stop for that)")
     min_gain: float = Field(MIN_GAIN, ge=1.0)
-    roofline_stop: float = Field(0.8, gt=0, description="stop when the best reaches this fraction of its roofline")
+    roofline_stop: float = Field(0.8, ge=0, description="stop when the best reaches this fraction of its "
+                                                        "roofline (0: never stop for that)")
     trials: int = Field(3, ge=1)
     cpu_timing_reps: int = Field(7, ge=2, description="timed calls per function without a GPU (noisy, not representative)")
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -49,6 +53,17 @@ class LoopConfig(BaseModel):
     max_cost_usd: float | None = None
     confirm: int = Field(2, ge=0, description="fastest candidates re-timed against the reference at the end "
                                                "(GPU timings only); the fastest in that re-timing is returned")
+
+    @property
+    def overrun_s(self) -> float:
+        """How far past its time limit a run may go, for the re-timing and the report: 10 % or 15 s."""
+        return max(0.1 * self.time_limit_s, 15.0)
+
+    @classmethod
+    def exhaustive(cls, **settings: Any) -> LoopConfig:
+        """The same search with nothing cut: every admissible technique and variant from every
+        verified candidate, no early stop; the reference the default settings are measured against."""
+        return cls(**{"iterations": 500, **settings, "width": 0, "beam": 0, "patience": 0, "roofline_stop": 0})
 
 
 @dataclass
@@ -63,9 +78,10 @@ class AttemptRecord:
     params: dict[str, Any] = field(default_factory=dict)
     parent: int | None = None
     technique: str | None = None  # what this attempt added
+    variant: str = ""  # the technique's variant, when the plan named one
     bottleneck: str | None = None
     decision: str | None = None
-    status: str = "pending"  # pending | verified | a failure class
+    status: str = "pending"  # pending | verified | unreviewed (the budget ran out) | a failure class
     correct: bool | None = None
     speedup: float | None = None
     runtime_ms: float | None = None
@@ -105,16 +121,17 @@ class RunState:
     out_dir: Path
     attempts: dict[int, AttemptRecord] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
-    exhausted: set[int] = field(default_factory=set)  # parents every technique was tried or refused from
-    declined: dict[int, dict[str, str]] = field(default_factory=dict)  # parent -> technique -> why not
-    plans: int = 0
-    stale_plans: int = 0
+    exhausted: set[int] = field(default_factory=set)  # parents nothing is left to try from
+    declined: dict[int, dict[str, str]] = field(default_factory=dict)  # parent -> technique/variant -> why not
+    diagnosed: set[int] = field(default_factory=set)  # failed attempts the Diagnoser has seen
+    plans: int = 0  # plan rounds so far (Decisions are numbered by it)
+    review_s: float | None = None  # seconds per candidate in the last batch's review
+    stale_plans: int = 0  # rounds in a row that gained less than min_gain
     best_at_last_plan: float = 0.0
     usage: Usage = Usage()
     stop_reason: str = ""
     previous_usage: Usage = Usage()  # spent by earlier invocations of a resumed run
     last_usage: Usage = Usage()  # the latest brain call's
-    reference_features: Features | None = None
     learned: str = ""  # what the run taught the skill base
 
     # -- questions the nodes ask -------------------------------------------------------------
@@ -131,7 +148,17 @@ class RunState:
     @property
     def reviewed(self) -> int:
         """Candidates reviewed or refused so far (the iteration count; the reference is not one)."""
-        return sum(1 for a in self.attempts.values() if a.kind != "reference" and a.status != "pending")
+        return sum(1 for a in self.attempts.values()
+                   if a.kind != "reference" and a.status not in ("pending", "unreviewed"))
+
+    def pending(self) -> list[AttemptRecord]:
+        """Attempts written but not reviewed yet, in order."""
+        return sorted((a for a in self.attempts.values() if a.status == "pending"), key=lambda a: a.n)
+
+    def undiagnosed(self) -> list[AttemptRecord]:
+        """Reviewed failures the Diagnoser has not seen (after a resume, say)."""
+        return sorted((a for a in self.attempts.values() if a.n not in self.diagnosed and a.kind != "reference"
+                       and a.status not in ("pending", "verified", "unreviewed", "no_code")), key=lambda a: a.n)
 
     def verified(self) -> list[AttemptRecord]:
         """Verified candidates, fastest first (the reference last among equals)."""
@@ -178,6 +205,10 @@ class RunState:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def time_left(self) -> float:
+        """Seconds of the time limit left to reviews and brain calls."""
+        return self.config.time_limit_s - self.elapsed()
 
     @property
     def total_usage(self) -> Usage:
@@ -253,7 +284,8 @@ def load_state(trajectory: Trajectory, run_id: str) -> RunState:
         record = AttemptRecord(
             n=a["n"], kind=a["kind"], code_hash=a["code_hash"], source="",
             techniques=tuple(row["params"].get("techniques", [])), params=row["params"].get("params", {}),
-            parent=row["parent"], technique=(row["applied"] or [None])[0], bottleneck=row["bottleneck"],
+            parent=row["parent"], technique=(row["applied"] or [None])[0], variant=a.get("variant", ""),
+            bottleneck=row["bottleneck"],
             decision=row["decision"], status=a["status"], correct=a.get("correct"), speedup=a.get("speedup"),
             runtime_ms=a.get("runtime_ms"), confirmed_speedup=a.get("confirmed_speedup"),
             failure=row["failure_message"] or "",
@@ -262,8 +294,11 @@ def load_state(trajectory: Trajectory, run_id: str) -> RunState:
         state.attempts[record.n] = record
         _load_files(state, record)
         state.previous_usage += record.usage
+        if row["failure_class"]:
+            state.diagnosed.add(record.n)
     if 0 not in state.attempts:
         raise RunError(f"run {run_id} has no reference attempt in the graph; start a new run instead")
+    state.plans = len({a.decision for a in state.attempts.values() if a.decision})
     return state
 
 
@@ -283,3 +318,12 @@ def _load_files(state: RunState, record: AttemptRecord) -> None:
     if review.is_file() and record.status != "pending":
         record.review = Review.model_validate_json(review.read_text())
         record.representative = record.review.timing.representative if record.review.timing else None
+    elif review.is_file():
+        # The run was stopped between writing the review and the graph: take the review as it is
+        # rather than reviewing the candidate again (the loop writes it to the graph first thing).
+        try:
+            found = Review.model_validate_json(review.read_text())
+        except ValueError:  # cut off mid-write: the candidate is reviewed again
+            return
+        if found.candidate_hash == record.code_hash:
+            record.review = found

@@ -2,16 +2,17 @@
 
 This is where settings meet the agents: the brain (recipes, or llm with its endpoint, budget
 and cache under KSKILL_HOME), retrieval for the Diagnoser and the Planner's fallback, and the
-Reviewer's options.
+Reviewer, as the batch review the loop calls, with its options bound.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,12 @@ from kskill.agents.diagnoser import Diagnoser
 from kskill.agents.generator import Generator
 from kskill.agents.optimizer import Optimizer
 from kskill.agents.planner import Planner
-from kskill.agents.problem import Problem, load_problem
+from kskill.agents.problem import Problem, code_hash, load_problem
 from kskill.agents.repairer import Repairer
-from kskill.agents.reviewer import Review, ReviewOptions, require_isolation, review
+from kskill.agents.reviewer import Review, ReviewOptions, require_isolation, review_batch
 from kskill.config import Settings
 from kskill.graph_schema.store import GraphStore
-from kskill.loop import Deps, Progress, run_loop
+from kskill.loop import BUDGET_PHASE, Deps, Progress, ReviewBatchFn, run_loop
 from kskill.run_state import LoopConfig, RunError, RunState, load_state
 from kskill.trajectory import Trajectory
 
@@ -37,7 +38,7 @@ def new_run_id(problem_name: str) -> str:
 
 def make_brain(settings: Settings, config: LoopConfig) -> Brain:
     if config.brain == "recipes":
-        return RecipeBrain()
+        return RecipeBrain(rtol=config.rtol)
     from kskill.llm_settings import llm_brain
 
     return llm_brain(settings, config.max_tokens, config.max_cost_usd)
@@ -53,9 +54,50 @@ def _retrieval(store: GraphStore, settings: Settings, via: str) -> Any:
                          **({} if via == "hybrid" else {"embedder": None}))
 
 
+ReviewOne = Callable[[Problem, str, ReviewOptions], Review]
+MIN_REVIEW_S = 1.0  # less time than this left in the budget: a review is not started
+
+
+def one_by_one(problem: Problem, candidates: Sequence[str], options: ReviewOptions, *,
+               time_limit_s: float | None = None, on_result: Callable[[int, Review], None] | None = None,
+               review_one: ReviewOne) -> list[Review]:
+    """A batch reviewed one candidate after another by `review_one`, with `review_batch`'s contract:
+    every review is bounded by what is left of `time_limit_s`, and a candidate the budget leaves no
+    time for fails with class "timeout" in the phase "budget". The loop uses it when a caller gives
+    its own review of one candidate (the tests' scripted reviews)."""
+    started = time.monotonic()
+    out: list[Review] = []
+    for i, source in enumerate(candidates):
+        left = None if time_limit_s is None else time_limit_s - (time.monotonic() - started)
+        if left is not None and left < MIN_REVIEW_S:
+            result = Review(problem=problem.name, candidate_hash=code_hash(source), failure_class="timeout",
+                            failure_phase=BUDGET_PHASE,
+                            failure_message="not reviewed: the review's time budget ran out before this candidate")
+        else:
+            bounded = options if left is None else options.model_copy(update={
+                "timeout_s": min(options.timeout_s, left), "ncu_timeout_s": min(options.ncu_timeout_s, left)})
+            result = review_one(problem, source, bounded)
+            if left is not None and result.failure_class == "timeout" and bounded.timeout_s < options.timeout_s:
+                result = result.model_copy(update={"failure_phase": BUDGET_PHASE})  # cut by the budget, not its own limit
+        out.append(result)
+        if on_result is not None:
+            on_result(i, result)
+    return out
+
+
+def _review_batch(options: ReviewOptions, review_fn: Callable[[Problem, str], Review] | None) -> ReviewBatchFn:
+    """The batch review the loop calls, with these options bound: the Reviewer's `review_batch` (one
+    sandboxed worker for the whole batch), or a caller's `review_fn(problem, source)` one by one."""
+    if review_fn is None:
+        return functools.partial(review_batch, options=options)
+    return functools.partial(one_by_one, options=options,
+                             review_one=lambda problem, source, _options: review_fn(problem, source))
+
+
 def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
                on_progress: Callable[[Progress], None] = lambda p: None, brain: Brain | None = None,
-               review_fn: Callable[[Problem, str], Review] | None = None, unsafe_no_sandbox: bool = False) -> Deps:
+               review_fn: Callable[[Problem, str], Review] | None = None, gpu: Any = "detect",
+               unsafe_no_sandbox: bool = False) -> Deps:
     """The agents of a run. Where no sandbox works, the recipe brain's candidates still run (kskill
     writes them from its own templates and the problem, which is trusted); an LLM's run only with
     `unsafe_no_sandbox`, and that is checked here, before the run starts."""
@@ -80,9 +122,8 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
         planner=Planner(store, fallback=techniques if retriever else None),
         generator=Generator(brain), optimizer=Optimizer(brain, store),
         diagnoser=Diagnoser(store, search=patterns if retriever else None), repairer=Repairer(brain),
-        brain=brain, review=review_fn or (lambda problem, source: review(problem, source, options)),
-        confirm=review_fn or (lambda problem, source: review(problem, source, timing_only)),
-        on_progress=on_progress)
+        brain=brain, review_batch=_review_batch(options, review_fn),
+        confirm_batch=_review_batch(timing_only, review_fn), on_progress=on_progress, gpu=gpu)
 
 
 def start(store: GraphStore, settings: Settings, problem_path: Path, config: LoopConfig,

@@ -94,9 +94,11 @@ def records_from_skill_files(folder: Path) -> list[SearchRecord]:
             continue
         for entry in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
             records.append(record_from_row(kind, entry))
-            for ev in entry.get("evidence") or []:
-                ev_id = stable_id("ev", ev["source"], ev["quote"])
-                row = evidence.setdefault(ev_id, {"id": ev_id, "quote": ev["quote"].strip(), "about": []})
-                row["about"].append(entry["id"])
+            # A technique's variants cite evidence of their own (the variants are not searched).
+            for owner in [entry, *(entry.get("variants") or [])]:
+                for ev in owner.get("evidence") or []:
+                    ev_id = stable_id("ev", ev["source"], ev["quote"])
+                    row = evidence.setdefault(ev_id, {"id": ev_id, "quote": ev["quote"].strip(), "about": []})
+                    row["about"].append(owner["id"])
     records.extend(record_from_row("Evidence", row) for row in evidence.values())
     return records

@@ -72,6 +72,13 @@ class CannotRepair(BrainError):
     failure_class = "no_repair"
 
 
+class CannotApply(BrainError):
+    """The brain has nothing to write for this technique here (the deterministic brain's recipe
+    finds nothing to do, or cannot capture the reference)."""
+
+    failure_class = "not_applicable"
+
+
 @dataclass(frozen=True)
 class Usage:
     """Tokens and cost of brain calls: `calls` answered (`cached` of them from the response cache,
@@ -172,6 +179,9 @@ class OptimizeTask:
     evidence: tuple[str, ...]
     trajectory: tuple[TrajectoryStep, ...]
     latest_review: str  # a short summary of the parent's review
+    recipe: str = ""  # the technique's recipe key in the skill base (the deterministic brain's implementation)
+    variant: str = ""  # the variant the plan chose ("" when the technique has none), with its parameters:
+    variant_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

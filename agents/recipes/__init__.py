@@ -5,8 +5,9 @@ with torch.fx, lets each technique claim regions of its graph, and emits a stand
 file (Triton kernels + PyTorch for the rest; it imports neither kskill nor anything but torch
 and triton). `techniques=[]` gives the seed: the reference's forward re-emitted op by op in
 PyTorch, which is faithful by construction and the parent of every later candidate.
-`applicable(problem_source, technique)` answers cheaply whether a technique has anything to do;
-`param_variants(problem_source, techniques)` lists alternative launch/precision params to time.
+`applicable(problem_source, technique)` answers cheaply whether a technique has anything to do.
+The alternative launch and precision params worth timing (a Triton GEMM with "tf32x3" dots, say)
+are the techniques' variants in the skill base (graph_schema/skills/techniques.yaml).
 """
 
 from __future__ import annotations
@@ -15,19 +16,19 @@ from kskill.agents.recipes.builder import GeneratedCandidate, build_candidate
 from kskill.agents.recipes.capture import capture
 from kskill.agents.recipes.errors import CaptureError, RecipeNotApplicable
 from kskill.agents.recipes.recipes import RECIPES, Applicability
-from kskill.agents.recipes.variants import param_variants
 
 
-def applicable(problem_source: str, technique: str) -> Applicability:
-    """Whether `technique` has anything to do on this reference, with the reason (static)."""
+def applicable(problem_source: str, technique: str, rtol: float = 1e-4) -> Applicability:
+    """Whether `technique` has anything to do on this reference under relative tolerance `rtol`,
+    with the reason (static)."""
     if technique not in RECIPES:
         return Applicability(False, f"unknown technique {technique!r}; known: {', '.join(sorted(RECIPES))}")
     try:
         graph = capture(problem_source)
     except CaptureError as exc:
         return Applicability(False, str(exc))
-    return RECIPES[technique].applicable(graph)
+    return RECIPES[technique].applicable(graph, rtol)
 
 
 __all__ = ["Applicability", "CaptureError", "GeneratedCandidate", "RECIPES", "RecipeNotApplicable",
-           "applicable", "build_candidate", "param_variants"]
+           "applicable", "build_candidate"]

@@ -9,6 +9,8 @@ specialised to the problem's static shapes and check them at run time.
 
 from __future__ import annotations
 
+import copy
+import functools
 import operator
 import types
 from dataclasses import dataclass
@@ -108,7 +110,26 @@ class _MetaRecorder(torch.fx.Interpreter):
 
 
 def capture(source: str) -> Graph:
-    """Trace the reference and return its graph of canonical ops with static shapes."""
+    """Trace the reference and return its graph of canonical ops with static shapes.
+
+    A reference is captured once per process (a run plans and builds many candidates of one
+    problem); each caller gets its own copy, since building a candidate rewrites the graph.
+    """
+    graph = _captured(source)
+    if isinstance(graph, CaptureError):
+        raise graph
+    return copy.deepcopy(graph)
+
+
+@functools.lru_cache(maxsize=8)
+def _captured(source: str) -> Graph | CaptureError:
+    try:
+        return _capture(source)
+    except CaptureError as exc:  # kept, so a reference that cannot be captured is not retried
+        return exc
+
+
+def _capture(source: str) -> Graph:
     problem = None
     for device in ("meta", "cpu"):
         try:

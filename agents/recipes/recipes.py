@@ -29,7 +29,8 @@ class Recipe:
     id = ""
     summary = ""
 
-    def applicable(self, graph: Graph) -> Applicability:
+    def applicable(self, graph: Graph, rtol: float = 1e-4) -> Applicability:
+        """`rtol`: the run's relative tolerance, for recipes whose error depends on it."""
         sites = self.sites(graph)
         if sites:
             return Applicability(True, f"{len(sites)} site(s): {', '.join(sites[:6])}")
@@ -185,7 +186,7 @@ class CudaGraph(Recipe):
     id = "cuda_graph"
     summary = "capture the whole forward as one CUDA graph on static buffers (removes launch overhead)"
 
-    def applicable(self, graph: Graph) -> Applicability:
+    def applicable(self, graph: Graph, rtol: float = 1e-4) -> Applicability:
         blocker = analysis.graph_capture_blocker(graph)
         if blocker:
             return Applicability(False, blocker)

@@ -57,14 +57,22 @@ def resume_hint(run_id: str) -> str:
               help="Run directory (default: KSKILL_HOME/runs/RUN).")
 @click.option("--resume", "resume_id", type=RUN_ID, default=None, metavar="RUN", help="Continue an interrupted run.")
 @click.option("--time-limit", type=FiniteFloat(min=1), default=DEFAULT.time_limit_s, show_default=True,
-              help="Wall-time budget in seconds.")
+              help="Wall-time budget in seconds; a run overruns it by at most 10 % or 15 s (the re-timing).")
+@click.option("--width", type=click.IntRange(min=0), default=DEFAULT.width, show_default=True,
+              help="Techniques planned per parent, each with every variant the graph allows (0: all admissible).")
+@click.option("--beam", type=click.IntRange(min=0), default=DEFAULT.beam, show_default=True,
+              help="Parents expanded per round, best first (0: every verified candidate).")
+@click.option("--exhaustive", is_flag=True,
+              help="The same search with nothing cut: every admissible technique and variant from every "
+                   "verified candidate, no early stop (--width 0 --beam 0 --patience 0).")
 @click.option("--trials", type=click.IntRange(min=1), default=DEFAULT.trials, show_default=True,
               help="Correctness trials per candidate.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=DEFAULT.device, show_default=True)
 @click.option("--atol", type=FiniteFloat(min=0), default=None, help="Absolute tolerance (default per dtype).")
 @click.option("--rtol", type=FiniteFloat(min=0), default=None, help="Relative tolerance (default per dtype).")
-@click.option("--patience", type=click.IntRange(min=1), default=DEFAULT.patience, show_default=True,
-              help=f"Stop after this many plans in a row gain less than {100 * (DEFAULT.min_gain - 1):.0f}%.")
+@click.option("--patience", type=click.IntRange(min=0), default=DEFAULT.patience, show_default=True,
+              help=f"Stop after this many rounds in a row gain less than {100 * (DEFAULT.min_gain - 1):.0f}% "
+                   "(0: never).")
 @click.option("--retrieval", type=click.Choice(["hybrid", "lexical", "off"]), default=DEFAULT.retrieval, show_default=True,
               help="Ranking for failure-pattern lookup and the Planner's fallback.")
 @click.option("--learn", type=click.Choice(["auto", "always", "never"]), default=DEFAULT.learn, show_default=True,
@@ -80,11 +88,13 @@ def resume_hint(run_id: str) -> str:
 @json_option
 @pass_app
 def optimize(app: App, problem: Path | None, iterations: int | None, brain: str | None, out_dir: Path | None,
-             resume_id: str | None, time_limit: float, trials: int, device: str, atol: float | None,
-             rtol: float | None, patience: int, retrieval: str, learn: str, max_tokens: int,
-             max_cost: float | None, confirm: int, unsafe_no_sandbox: bool, as_json: bool) -> None:
-    """Make PROBLEM (defines Model, get_inputs, get_init_inputs) faster: seed, review, plan from the
-    skill graph, optimize, repair, until a budget or an early stop. Writes model_new.py and report.md.
+             resume_id: str | None, time_limit: float, width: int, beam: int, exhaustive: bool, trials: int,
+             device: str, atol: float | None, rtol: float | None, patience: int, retrieval: str, learn: str,
+             max_tokens: int, max_cost: float | None, confirm: int, unsafe_no_sandbox: bool,
+             as_json: bool) -> None:
+    """Make PROBLEM (defines Model, get_inputs, get_init_inputs) faster: a best-first search planned from
+    the skill graph (seed, wide plans, batched reviews, repairs) until a budget, an early stop, or
+    nothing is left to try. Writes model_new.py and report.md.
 
     PROBLEM is trusted code, like `python PROBLEM`: kskill runs it in its own process to capture
     the model. Candidates run only in the sandbox; see the README for what it isolates."""
@@ -102,10 +112,12 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
             state = resume(store, app.settings, resume_id, iterations=iterations, on_progress=show,
                            unsafe_no_sandbox=unsafe_no_sandbox)
         else:
-            config = LoopConfig(
-                brain=brain or app.settings.brain, iterations=iterations or DEFAULT.iterations, time_limit_s=time_limit,
-                trials=trials, device=device, atol=atol, rtol=rtol, patience=patience, retrieval=retrieval,
-                learn=learn, max_tokens=max_tokens, max_cost_usd=max_cost, confirm=confirm)
+            settings = dict(
+                brain=brain or app.settings.brain, time_limit_s=time_limit, trials=trials, device=device, atol=atol,
+                rtol=rtol, retrieval=retrieval, learn=learn, max_tokens=max_tokens, max_cost_usd=max_cost,
+                confirm=confirm, **({"iterations": iterations} if iterations else {}))
+            config = (LoopConfig.exhaustive(**settings) if exhaustive
+                      else LoopConfig(**settings, width=width, beam=beam, patience=patience))
             runnable_problem(problem, device, config.review_timeout_s)  # a reference that cannot run is an error
             state = start(store, app.settings, problem, config, out_dir, on_progress=show,
                           unsafe_no_sandbox=unsafe_no_sandbox)

@@ -24,16 +24,19 @@ INT64 = range(-(2**63), 2**63)  # what the graph stores can hold as an integer
 @click.option("--ncu-csv", type=path_type, help="An `ncu --csv --page raw` report of the kernel.")
 @click.option("--atol", type=FiniteFloat(min=0), default=None, help="Tolerance in force (default per dtype).")
 @click.option("--rtol", type=FiniteFloat(min=0), default=None)
+@click.option("--width", type=click.IntRange(min=0), default=4, show_default=True,
+              help="Techniques to choose, each with the variants the graph allows (0: every admissible one).")
 @click.option("--include-proposed", is_flag=True, help="Also consider ingested skills not yet reviewed.")
 @click.option("--record", is_flag=True, help="Write the Decision subgraph to the graph for auditing.")
 @json_option
 @pass_app
 def plan(app: App, problem: Path, candidate: Path | None, observations_file: Path | None, ncu_csv: Path | None,
-         atol: float | None, rtol: float | None, include_proposed: bool, record: bool, as_json: bool) -> None:
-    """Which skill applies, and why: bottlenecks matched, technique selected, alternatives rejected.
-    The problem is checked first as `optimize` checks it: its reference must run on its own inputs.
-    PROBLEM is trusted code, like `python PROBLEM`: kskill runs it to capture the model's graph.
-    CANDIDATE is only read, never run."""
+         atol: float | None, rtol: float | None, width: int, include_proposed: bool, record: bool,
+         as_json: bool) -> None:
+    """Which skills apply, and why: bottlenecks matched, techniques chosen with their variants,
+    alternatives rejected. The problem is checked first as `optimize` checks it: its reference must
+    run on its own inputs. PROBLEM is trusted code, like `python PROBLEM`: kskill runs it to capture
+    the model's graph. CANDIDATE is only read, never run."""
     from kskill.problem_check import runnable_problem
 
     with console(stderr=True).status("reading the inputs") as status:
@@ -48,7 +51,7 @@ def plan(app: App, problem: Path, candidate: Path | None, observations_file: Pat
         statuses = ("accepted", "proposed") if include_proposed else ("accepted",)
         planner = Planner(app.store(), statuses=statuses)
         status.update("evaluating the conditions in the skill graph")
-        decision = planner.plan(obs.to_params())
+        decision = planner.plan(obs.to_params(), width=width, derivations=obs.derivations, reasons=obs.unavailable)
         if record:
             planner.record(decision)
     if as_json:
@@ -92,9 +95,12 @@ def show_plan(decision: Plan, unavailable: dict[str, str]) -> None:
         for c in b.checks:
             verdict = {True: "holds", False: "fails", None: "not observed"}[c.held]
             out.print(f"      {c.text}: {verdict}")
-    for r in decision.ranked:
-        out.print(f"  rank {r.technique} via {r.bottleneck} (priority {r.priority}, "
-                      f"expected {r.expected_gain}x, prior {r.prior})")
+    for c in decision.chosen:
+        forms = ", ".join(v.id or "its defaults" for v in c.variants)
+        out.print(f"  chosen {c.rank}. {c.technique} via {c.bottleneck} (priority {c.priority}, "
+                  f"expected {c.expected_gain}x, prior {c.prior}): {forms}")
+    for v in decision.ruled_out:
+        out.print(f"  [red]ruled out[/] variant {v.variant}: {v.reason}")
     for r in decision.rejected:
         out.print(f"  [red]rejected[/] {r.technique}: {r.reason}")
     if decision.unavailable:

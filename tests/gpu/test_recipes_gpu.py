@@ -1,4 +1,5 @@
-"""Recipe-brain candidates on a real GPU: every suite problem, every variant the benchmark times, fp32 1e-4."""
+"""Recipe-brain candidates on a real GPU: every suite problem, the deepest lineage the search writes in
+every variant of the skill base (tests/unit/lineage_support.py), fp32 1e-4."""
 
 import importlib.util
 from pathlib import Path
@@ -34,12 +35,14 @@ def _inputs(problem, seed):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("path", SUITE, ids=[p.stem for p in SUITE])
 def test_suite_candidates_match_reference(path, tmp_path):
-    from kskill.eval.recipes_bench import variants
-
+    # Loaded by path: the unit tests' other helpers switch Triton to its interpreter on import.
+    lineage = _load(Path(__file__).parents[1] / "unit" / "lineage_support.py", "lineage_support")
     source = path.read_text()
     problem = _load(path, f"p_{path.stem}")
     ref = _build(problem, problem.Model)
-    for i, (techniques, params) in enumerate(variants(source, sweep=False)):
+    built = lineage.lineage_candidates(source)
+    built += [(t + ["cuda_graph"], p) for t, p in built]
+    for i, (techniques, params) in enumerate(built):
         cand = build_candidate(source, techniques, params)
         file = tmp_path / f"cand_{path.stem}_{i}.py"
         file.write_text(cand.source)  # triton.jit needs the kernels in a real file on the GPU

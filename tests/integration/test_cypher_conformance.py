@@ -59,7 +59,14 @@ PARAMS: dict[str, dict] = {
     "WRITE_OBSERVATIONS": {"decision": "dec:conformance", "rows": [{"id": "obs:c", "props": {"metric": "m"}}]},
     "WRITE_MATCHED_BOTTLENECKS": {"decision": "dec:conformance", "rows": [{"bottleneck": "memory_bandwidth"}]},
     "WRITE_MATCHED_CONDITIONS": {"decision": "dec:conformance", "rows": []},
-    "WRITE_SELECTED": {"decision": "dec:conformance", "technique": "kernel_fusion", "bottleneck": "b"},
+    "WRITE_SELECTED": {"decision": "dec:conformance", "rows": [
+        {"technique": "kernel_fusion", "bottleneck": "b", "rank": 1, "outcome": "written as attempt 1"}]},
+    "TECHNIQUE_VARIANTS": {"statuses": ["accepted"], "techniques": ["gemm_epilogue_fusion", "nowhere"]},
+    "VARIANT_BLOCKING_GUARDS": {"obs": {"rtol": 1e-6}, "statuses": ["accepted"], "techniques": ["gemm_epilogue_fusion"]},
+    "WRITE_GENERATED": {"decision": "dec:conformance", "rows": [
+        {"variant": "gemm_epilogue_fusion.library", "technique": "gemm_epilogue_fusion", "attempt": 1}]},
+    "WRITE_RULED_OUT": {"decision": "dec:conformance", "rows": [
+        {"variant": "gemm_epilogue_fusion.triton_tf32", "technique": "gemm_epilogue_fusion", "reason": "r"}]},
     "WRITE_REJECTED": {"decision": "dec:conformance", "rows": [{"technique": "cuda_graph", "reason": "r"}]},
     # trajectory_queries
     "WRITE_RUN": {"id": "run-conformance", "props": {"problem": "p", "status": "running"}, "now": "t"},
@@ -79,6 +86,7 @@ PARAMS: dict[str, dict] = {
     "DECISION_MATCHED": {"decision": "dec:conformance"},
     "DECISION_SELECTED": {"decision": "dec:conformance"},
     "DECISION_REJECTED": {"decision": "dec:conformance"},
+    "DECISION_VARIANTS": {"decision": "dec:conformance"},
     "DECISION_ADDRESSED": {"decision": "dec:conformance"},
     # printed for Neo4j Browser, which draws the nodes and paths they return; the port returns plain
     # values only, so here they run on ids that match nothing (parsed and planned, no rows)

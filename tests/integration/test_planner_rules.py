@@ -110,12 +110,16 @@ def test_the_case_counts_each_rejected_technique_once(store: GraphStore):
     assert plan.case.endswith(f"({len({r.technique for r in plan.rejected})})")
 
 
-def test_a_child_that_gained_stays_eligible_and_other_parents_are_unaffected(store: GraphStore):
+def test_a_child_that_gained_is_not_tried_again_from_its_parent_and_other_parents_are_unaffected(
+        store: GraphStore):
     parent = write_trajectory(store, "run-gain", Lineage(children=(Child("flash_attention", speedup=1.9),)))
-    assert Planner(store).plan(ATTENTION, parent=parent).selected == "flash_attention"
+    plan = Planner(store).plan(ATTENTION, parent=parent)
+    assert reasons(plan)["flash_attention"] == "already tried from this parent at attempt 1 (1.900x)"
+    assert plan.selected == "online_softmax"  # the search goes on from the child, which is a parent of its own
     other = write_trajectory(store, "run-other", Lineage(children=(Child("flash_attention", speedup=0.9),)))
-    assert Planner(store).plan(ATTENTION, parent=other).selected == "online_softmax"  # 0.9x: flash is tabu there
-    assert Planner(store).plan(ATTENTION, parent=parent).selected == "flash_attention"
+    assert reasons(Planner(store).plan(ATTENTION, parent=other))["flash_attention"].startswith("tabu: ")
+    fresh = write_trajectory(store, "run-fresh", Lineage())
+    assert Planner(store).plan(ATTENTION, parent=fresh).selected == "flash_attention"
 
 
 def test_lineage_already_applied_and_its_conflicts_are_excluded(store: GraphStore):

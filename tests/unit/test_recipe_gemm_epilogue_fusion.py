@@ -3,6 +3,8 @@
 import pytest
 from recipe_support import check, problem
 
+from kskill.agents.recipes import build_candidate
+
 LINEAR = '''class Model(nn.Module):
     def __init__(self, i, o):
         super().__init__()
@@ -53,4 +55,10 @@ def test_triton_gemm_grouped_tiles(precision):
 def test_unknown_dot_precision_is_refused():
     with pytest.raises(ValueError, match="dot_precision"):
         check(problem(LINEAR, "[torch.randn(5, 33)]", "[33, 37]"), ["gemm_epilogue_fusion"],
-              {"gemm_backend": "triton", "dot_precision": "tf32"})
+              {"gemm_backend": "triton", "dot_precision": "fp8"})
+
+
+def test_one_pass_tf32_dots_at_a_loose_tolerance():
+    source = problem(LINEAR, "[torch.randn(5, 33)]", "[33, 37]")
+    cand = build_candidate(source, ["gemm_epilogue_fusion"], {"gemm_backend": "triton", "dot_precision": "tf32"})
+    assert 'input_precision="tf32"' in cand.source

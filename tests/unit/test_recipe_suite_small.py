@@ -1,18 +1,18 @@
-"""Every candidate the GPU benchmark builds for the suite, checked at small sizes in Triton's interpreter.
+"""The deepest lineage the search writes for each suite problem, in every variant the skill base
+authors, checked at small sizes in Triton's interpreter.
 
 The suite's problems are GPU-sized; here each problem's module-level size constants are replaced
-by small odd ones (same code otherwise), and every (techniques, params) variant that
-eval/recipes_bench.py would time is built and compared with the reference over fresh inputs.
-CUDA-graph variants are left out: on CPU tensors their forward is the plain forward checked here.
+by small odd ones (same code otherwise), and every (techniques, params) candidate of the lineage
+(lineage_support.py: the recipe brain, technique by technique, then each variant) is built and
+compared with the reference over fresh inputs.
 """
 
 import ast
 from pathlib import Path
 
 import pytest
+from lineage_support import lineage_candidates
 from recipe_support import check
-
-from kskill.eval.recipes_bench import variants
 
 pytestmark = pytest.mark.slow  # every variant of 36 problems built and run in Triton's interpreter
 
@@ -76,7 +76,14 @@ def test_every_suite_problem_has_small_sizes():
 @pytest.mark.parametrize("stem", sorted(SMALL))
 def test_benchmarked_candidates_are_correct_at_small_sizes(stem):
     source = shrink((SUITE / f"{stem}.py").read_text(), SMALL[stem])
-    built = [(t, p) for t, p in variants(source, sweep=False) if "cuda_graph" not in t]
+    built = lineage_candidates(source)
     for techniques, params in built:
         check(source, techniques, params)
-    assert built or stem in ("34_small_convnet",), f"{stem}: no Triton variant is benchmarked"
+    assert built or stem in ("34_small_convnet",), f"{stem}: the search writes no Triton candidate"
+
+
+def test_the_3xtf32_gemm_and_attention_forms_are_among_the_checked_candidates():
+    gemm = lineage_candidates(shrink((SUITE / "01_matmul_bias_relu.py").read_text(), SMALL["01_matmul_bias_relu"]))
+    assert any(p.get("dot_precision") == "tf32x3" and p.get("gemm_backend") == "triton" for _, p in gemm)
+    attention = lineage_candidates(shrink((SUITE / "32_attention.py").read_text(), SMALL["32_attention"]))
+    assert any(p == {"dot_precision": "tf32x3"} and "flash_attention" in t for t, p in attention)

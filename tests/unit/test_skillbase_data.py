@@ -99,6 +99,8 @@ def _conditions(data: dict[str, Any]) -> list[tuple[str, list[Any]]]:
     found = [(b["id"], c) for b in data["bottlenecks"] for c in b["signature"]]
     for t in data["techniques"]:
         found += [(t["id"], c) for c in t["requires"] + t["forbidden_when"]]
+        for v in t.get("variants") or []:
+            found += [(v["id"], c) for c in v.get("requires", []) + v.get("forbidden_when", [])]
     return found
 
 
@@ -107,7 +109,8 @@ def _condition(triple: list[Any]) -> Condition:
 
 
 def _evidenced(data: dict[str, Any]) -> list[dict[str, Any]]:
-    return data["bottlenecks"] + data["techniques"] + data["failures"]
+    variants = [v for t in data["techniques"] for v in t.get("variants") or []]
+    return data["bottlenecks"] + data["techniques"] + variants + data["failures"]
 
 
 def test_version_is_semantic(data):
@@ -158,9 +161,35 @@ def test_named_ids_are_present(data):
 
 
 def test_every_recipe_key_is_on_its_technique(data):
-    recipes = {t["recipe"]: t["id"] for t in data["techniques"] if t["recipe"]}
-    assert set(recipes) == RECIPE_KEYS, f"unexpected or missing recipe keys: {set(recipes) ^ RECIPE_KEYS}"
-    assert all(recipe == tid for recipe, tid in recipes.items())
+    keys = {t["recipe"] for t in data["techniques"] if t["recipe"]}
+    assert keys == RECIPE_KEYS, f"unexpected or missing recipe keys: {keys ^ RECIPE_KEYS}"
+    own = {t["recipe"] for t in data["techniques"] if t["recipe"] == t["id"]}
+    assert own == RECIPE_KEYS, "each recipe is named after the technique it implements first"
+    # Another technique may reuse a recipe (pointwise_kernel: the fusion recipe on a lone op), but then
+    # the two conflict, so no lineage applies one recipe twice.
+    for t in data["techniques"]:
+        if t["recipe"] and t["recipe"] != t["id"]:
+            assert t["recipe"] in t["conflicts_with"], t["id"]
+
+
+def test_variants_cite_evidence_and_have_distinct_params(data):
+    for t in data["techniques"]:
+        variants = t.get("variants") or []
+        assert len({yaml.safe_dump(v.get("params") or {}, sort_keys=True) for v in variants}) == len(variants), t["id"]
+        for v in variants:
+            assert v["id"].startswith(t["id"] + ".") and v["evidence"], v["id"]
+            for c in v.get("requires", []) + v.get("forbidden_when", []):
+                _condition(c)  # a valid condition triple
+
+
+def test_3xtf32_and_tf32_variants_are_gated_by_tolerance(data):
+    forms = {v["id"]: v for t in data["techniques"] for v in t.get("variants") or []}
+    for vid, v in forms.items():
+        precision = (v.get("params") or {}).get("dot_precision")
+        if precision in ("tf32x3", "tf32"):
+            floor = 1e-5 if precision == "tf32x3" else 1e-3
+            for tol in ("rtol", "atol"):
+                assert [tol, ">=", floor] in v["requires"], (vid, tol)
 
 
 def test_shared_metric_names_have_agreed_source_and_type(data):
@@ -343,6 +372,7 @@ def test_loader_reads_the_same_files(data):
     ("language/semantic.py", "Input shapes should have M >= {min_dot_size[0]}, N >= {min_dot_size[1]} and K >= "),
     ("language/semantic.py", "Both operands must be same dtype."),
     ("_utils.py", "exceeds triton maximum tensor numel"),
+    ("language/core.py", "How to exercise the Tensor Cores for f32 x f32."),
 ])
 def test_triton_messages_and_quotes_exist_in_triton(module_file, text):
     """The Triton messages the failure samples use, and the quoted docstring, are Triton's own text."""

@@ -5,7 +5,8 @@ tiles, keeping a running max and normaliser per query row (online softmax) and r
 accumulator, so memory traffic is O(S * D) instead of O(S^2). Dots hold fp32 tolerances either
 exact on CUDA cores (`dot_precision="ieee"`, the default) or as "tf32x3" on tensor cores (each
 operand split into a TF32 high part and remainder, three products summed; see templates/gemm.py),
-with larger tiles. Causal masking is supported.
+with larger tiles; "tf32" (one TF32 product) only where the tolerance admits ~1e-3 relative
+error. Causal masking is supported.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.templates.gemm import DOT_PRECISIONS
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
 
@@ -53,8 +55,8 @@ def attention_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     b, h, m, n, d = region.extra["dims"]
     q, k, v = region.extra["q"], region.extra["k"], region.extra["v"]
     precision = params.get("dot_precision", "ieee")
-    if precision not in ("ieee", "tf32x3"):
-        raise ValueError(f"dot_precision {precision!r}: use 'ieee' or 'tf32x3'")
+    if precision not in DOT_PRECISIONS:
+        raise ValueError(f"dot_precision {precision!r}: use one of {DOT_PRECISIONS}")
     if precision == "ieee":
         block_m, block_n = params.get("BLOCK_M", 64 if d <= 64 else 32), params.get("BLOCK_N", 32)
     else:  # tensor-core tiles: 64 x 64 scores per step; fp32 operands double the registers of fp16's 128

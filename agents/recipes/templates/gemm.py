@@ -8,7 +8,8 @@ tiles visited in groups of GROUP_M rows so the operands' tiles are reused from L
 exact fp32 (`dot_precision="ieee"`, CUDA cores) or "tf32x3": each fp32 operand split into a
 TF32 high part and a TF32 remainder, three tensor-core products summed, which keeps fp32
 accuracy (error ~2^-22 relative per product, fp32 tolerances hold) at tensor-core speed,
-where plain fp32 cuBLAS (TF32 off, PyTorch's default) runs on CUDA cores.
+where plain fp32 cuBLAS (TF32 off, PyTorch's default) runs on CUDA cores, or "tf32": one TF32
+product (~1e-3 relative error), for tolerances that admit it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kskill.agents.recipes.templates.unit import (
 
 ACC = "__acc__"
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
-DOT_PRECISIONS = ("ieee", "tf32x3")
+DOT_PRECISIONS = ("ieee", "tf32x3", "tf32")
 
 
 def anchor_inputs(anchor: Node) -> tuple[Any, Any, Any]:
