@@ -27,9 +27,15 @@ def m002_lookup_indexes(store: GraphStore) -> None:
         store.ensure_index(label, prop)
 
 
+def m003_protocol_step_ids(store: GraphStore) -> None:
+    """ProtocolStep nodes (the Reviewer's measurement protocol) are keyed by a unique id too."""
+    store.ensure_unique("ProtocolStep", "id")
+
+
 MIGRATIONS: list[tuple[str, Callable[[GraphStore], None]]] = [
     ("m001", m001_unique_ids),
     ("m002", m002_lookup_indexes),
+    ("m003", m003_protocol_step_ids),
 ]
 
 

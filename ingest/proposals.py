@@ -1,0 +1,245 @@
+"""What a document names that the graph lacks: candidate Techniques, Bottlenecks and protocol steps.
+
+Candidates are the names a document gives to things: section titles ("Buffer Rotation",
+"Pingpong scheduling"), terms it introduces ("we call this method crossover", "Programmatic
+Dependent Launch (PDL)") and bold terms. A candidate becomes a proposal when its kind can be
+told (a measurement context, a head noun such as "scheduling" or "stall", or remedy language
+around it), when no lexicon name or retrieval match says the graph already has it, and when a
+sentence of the document states something about it: that sentence is its evidence and its
+description. Proposals carry the nearest existing nodes, for `kskill skills review`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .claims import Claim, EntityRef, Span
+from .linking import EntityLinker
+from .loaders import Document
+from .passages import Passage, is_statement
+from .relations import APPLY, MEASURE, MEASURE_HEADING, REMEDY, gain_of
+
+MAX_PROPOSALS = 8  # per document: a long guide names many things, the review queue should stay short
+GENERIC = re.compile(
+    r"^(?:\d+[.)]?\s*)?(?:introduction|overview|conclusions?|summary|background|references?|usage|installation|"
+    r"requirements|prerequisites|getting started|examples?|results?|performance|benchmarks?|acknowledge?ments?|"
+    r"(?:table of )?contents|license|news|code walkthrough|tools?|inputs?|outputs?|steps?(?: \d+)?|notes?|"
+    r"appendix|copyright|faq|troubleshooting|motivation|outline(?: of talk)?|related work|future work|next steps|"
+    r"key decisions|contributing|tests?|demo|api|build|docker|setup|discussion|case study|verification|"
+    r"how it works|design|architecture|implementation|methodology|data collection|data analysis|"
+    r"testing(?: methodology overview)?|potential next steps|supported .*|pseudo code|programming model|"
+    r"challenges?|solution|idea|key (?:idea|ideas|points)|takeaways?|upshot|why .*)$", re.I)
+TECHNIQUE_HEADS = re.compile(
+    r"\b(?:schedul\w*|packing|pack|fusion|pipelin\w*|tiling|layout|launch\w*|prefetch\w*|quantiz\w*|transpos\w*|"
+    r"swizzl\w*|decoding|caching|overlap\w*|speciali[sz]ation|reallocation|rotation|decomposition|rasteri[sz]ation|"
+    r"splitting|split|crossover|unrolling|vectori[sz]ation|coalescing|masking|predication|padding|copy|"
+    r"shuffle|reduction|recomputation|precision|broadcast\w*)\b", re.I)
+BOTTLENECK_HEADS = re.compile(r"(?:\b(?:bound|bottleneck|stalls?|contention|overhead|conflicts?|imbalance|pressure|"
+                              r"spills?|thrashing|divergence|underutili[sz]ation)\b|-bound\b)", re.I)
+NAMED = re.compile(r"(?:we call (?:this|it|the) (?:method|technique|approach|trick)?\s*|named |known as |called |"
+                   r"technique (?:named|called) )[\"“']?([A-Z]?[\w-]+(?: [\w-]+){0,3})[\"”']?", re.I)
+ACRONYM = re.compile(r"\b((?:[A-Z][a-z]+[- ]){1,4}[A-Z][a-z]+) \(([A-Z]{2,6})\)")
+VERB_FIRST = re.compile(r"^(?:\w+ates|\w+izes|\w+ises|eliminates|reduces|saves|uses|makes|allows|avoids|enables|"
+                        r"use|make|keep|avoid|set|add|run|check|ensure|see|note|when|how|why|what)$")
+BOLD = re.compile(r"\*\*([A-Za-z][\w ./-]{2,40}?):?\*\*")
+# A slide bullet or list item that opens with the name of what it describes: "GQA packing: Pack ...".
+LEAD = re.compile(r"^(?!(?:the|a|an|this|that|these|those|we|our|it|its|recall|here|then|now|so|if|when)\b)"
+                  r"((?:[A-Za-z0-9][\w-]*\s){0,3}(?:scheduling|packing|pipelining|fusion|tiling|prefetching|"
+                  r"quantization|transpose|swizzling|overlapping|specialization|reallocation|rotation|"
+                  r"decomposition|rasterization|splitting|unrolling|masking|padding|recomputation))"
+                  r"(?::|\s+(?:using|with|via|is|are|of)\b)", re.I)
+PROTOCOL_HEADS = re.compile(r"\b(?:benchmark\w*|measur\w+|timing|warm[- ]?ups?|cool[- ]?downs?|iterations?|repetitions?|"
+                            r"fill|rotation|frequenc\w+|power tests?|gaps?)\b", re.I)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    kind: str
+    evidence: Span
+    context: str  # the section's text, for retrieval and the kind decision
+    score: float
+
+
+class ProposalFinder:
+    """Finds proposals in a document's passages; `linker` says what already exists."""
+
+    def __init__(self, linker: EntityLinker, extractor: str = "rules"):
+        self.linker = linker
+        self.extractor = extractor
+
+    def claims(self, doc: Document, passages: Sequence[Passage]) -> list[Claim]:
+        sections = _sections(doc, passages)
+        found: dict[str, Candidate] = {}
+        for (headings, page), body in sections.items():
+            for cand in self._candidates(doc, headings, page, body):
+                key = cand.name.lower()
+                if key not in found or cand.score > found[key].score:
+                    found[key] = cand
+        fresh = _distinct(sorted((c for c in found.values() if not self._exists(c)), key=lambda c: -c.score))
+        claims: list[Claim] = []
+        for cand in fresh[:MAX_PROPOSALS]:
+            claims.extend(self._claims_for(cand, sections))
+        return claims
+
+    # --- candidates -----------------------------------------------------------------------------
+
+    def _candidates(self, doc: Document, headings: tuple[str, ...], page: int, body: list[tuple[str, Span]]):
+        context = " ".join(text for text, _ in body)
+        statements = [(t, s) for t, s in body if is_statement(t)]
+        if not statements:
+            return
+        if headings:
+            for title in _title_names(headings[-1]):
+                yield from self._named(title, context, headings, 0.55, statements)
+        for text, _ in statements:
+            for m in list(NAMED.finditer(text)) + list(ACRONYM.finditer(text)):
+                yield from self._named(m.group(1), context, headings, 0.65, statements, explicit=True)
+            for m in LEAD.finditer(text):
+                yield from self._named(m.group(1), context, headings, 0.65, statements)
+        if doc.kind == "markdown":
+            for text, span in body:
+                start = max(_offset(span) - 4, 0)  # the opening ** sits just before the sentence
+                for term in BOLD.findall(doc.raw[start:start + len(text) + 200]):
+                    if term.lower().strip(" :") in text.lower():
+                        yield from self._named(term, context, headings, 0.5, statements)
+
+    def _named(self, name: str, context: str, headings: tuple[str, ...], base: float,
+               statements: list[tuple[str, Span]], explicit: bool = False):
+        name = " ".join(name.split()).strip(" .:-")
+        if not _plausible(name):
+            return
+        kind = self._kind(name, context, headings, explicit)
+        if kind is None:
+            return
+        about = _best_statement(name, statements)
+        score = base + (0.1 if REMEDY.search(about[0]) or APPLY.search(about[0]) else 0.0)
+        yield Candidate(name, kind, about[1], context, round(score, 2))
+
+    def _kind(self, name: str, context: str, headings: tuple[str, ...], explicit: bool) -> str | None:
+        """What the name names, from its head noun; only a name the text introduces explicitly ("we
+        call this method X") may take its kind from remedy language around it."""
+        measuring = MEASURE_HEADING.search(" ".join(headings)) or MEASURE.search(context)
+        if measuring and (PROTOCOL_HEADS.search(name) or explicit and MEASURE_HEADING.search(" ".join(headings))):
+            return "ProtocolStep"
+        if BOTTLENECK_HEADS.search(name):
+            return "Bottleneck"
+        if TECHNIQUE_HEADS.search(name) or (explicit and REMEDY.search(context) and APPLY.search(context)):
+            return "Technique"
+        return None
+
+    def _exists(self, cand: Candidate) -> bool:
+        """The graph already has it: the lexicon names a node of that kind in it, or retrieval is sure."""
+        if any(m.kind == cand.kind for m in self.linker.mentions(cand.name)):
+            return True
+        if cand.kind == "ProtocolStep":
+            scores = self.linker.protocol.scores(
+                self.linker.embedder.embed([cand.name]) if self.linker.embedder is not None else None, [cand.name])[0]
+            return bool(scores) and max(scores.values()) >= 0.75
+        retriever = self.linker.retriever
+        if retriever is None:
+            return False
+        hits = retriever.search(cand.name, [cand.kind], k=1)
+        return bool(hits) and hits[0].is_same_entity and hits[0].id in self.linker.kind_of
+
+    # --- claims -----------------------------------------------------------------------------------
+
+    def _claims_for(self, cand: Candidate, sections) -> list[Claim]:
+        ref = EntityRef(cand.kind, "", cand.name, _description(cand.evidence.quote), nearest=self._nearest(cand))
+        claims = [Claim(ref, "SUPPORTS", None, cand.score, cand.evidence, self.extractor, kind="definition")]
+        gain = gain_of(cand.evidence.quote)
+        if gain is not None and cand.kind == "Technique":
+            claims.append(Claim(ref, "GAIN", None, cand.score, cand.evidence, self.extractor, gain=gain, kind="gain"))
+        if cand.kind == "Technique":
+            for m in self.linker.mentions(cand.evidence.quote):
+                if m.kind == "Bottleneck" and REMEDY.search(cand.evidence.quote):
+                    claims.append(Claim(EntityRef("Bottleneck", m.id), "ADDRESSED_BY", ref, cand.score,
+                                        cand.evidence, self.extractor, kind="remedy"))
+        return claims
+
+    def _nearest(self, cand: Candidate) -> tuple[str, ...]:
+        if cand.kind == "ProtocolStep":
+            vectors = self.linker.embedder.embed([cand.name]) if self.linker.embedder is not None else None
+            scores = self.linker.protocol.scores(vectors, [f"{cand.name}. {cand.evidence.quote}"])[0]
+            return tuple(sorted(scores, key=lambda i: -scores[i])[:3])
+        if self.linker.retriever is None:
+            return ()
+        hits = self.linker.retriever.search(f"{cand.name}. {cand.evidence.quote}", [cand.kind], k=3)
+        return tuple(h.id for h in hits if h.is_related)
+
+
+def _sections(doc: Document, passages: Sequence[Passage]) -> dict[tuple[tuple[str, ...], int], list[tuple[str, Span]]]:
+    """Sentences grouped by heading path (and page for PDFs), with their evidence spans."""
+    out: dict[tuple[tuple[str, ...], int], list[tuple[str, Span]]] = {}
+    for p in passages:
+        for s in p.sentences:
+            out.setdefault((p.headings, p.page), []).append((s.text, Span(s.text, doc.location(s.start))))
+    return out
+
+
+def _title_names(title: str) -> list[str]:
+    """The names a section title gives: "Asynchrony: Overlapping GEMM and Softmax" gives both parts."""
+    title = re.sub(r"[,(]?\s*(?:ctd|cont(?:inued|'d)?)\.?\)?\s*$", "", title, flags=re.I)
+    parts = [p for p in (part.strip() for part in title.split(":")) if p] if ":" in title else [title]
+    return [name for name in (_clean_title(p) for p in parts) if name]
+
+
+def _best_statement(name: str, statements: list[tuple[str, Span]]) -> tuple[str, Span]:
+    """The statement that says most about `name`: one naming it, best with a cue or a figure."""
+    def rank(item: tuple[str, Span]) -> tuple[int, int]:
+        text = item[0]
+        return (1 if _mentions(text, name) else 0,
+                1 if REMEDY.search(text) or APPLY.search(text) or re.search(r"\d\s*(?:x|%|TFLOPS)", text) else 0)
+    return max(statements, key=rank)
+
+
+def _distinct(candidates: list[Candidate]) -> list[Candidate]:
+    """Candidates whose names share most of their words are one: the best scored stays."""
+    kept: list[Candidate] = []
+    for cand in candidates:
+        words = _content_words(cand.name)
+        if all(len(words & _content_words(k.name)) < 0.6 * min(len(words), len(_content_words(k.name)))
+               for k in kept if k.kind == cand.kind):
+            kept.append(cand)
+    return kept
+
+
+def _content_words(name: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", name.lower()) if w not in {"of", "and", "the", "with", "for", "in", "a"}}
+
+
+def _clean_title(title: str) -> str:
+    title = re.sub(r"^\s*(?:\d+(?:\.\d+)*[.)]?|[ivx]+\.)\s+", "", title)  # "2.3 Cache hints" -> "Cache hints"
+    title = re.sub(r"\s*(?:to the rescue|in \w+(?: \w+)?|for \w+(?: \w+)?)$", "", title, flags=re.I)
+    generic_tail = r"\s+(?:methodology|requirements|guidelines?|overview|basics|details|notes|tips|considerations|" \
+                   r"challenges(?: with \w+)?|in practice|explained)$"
+    while re.search(generic_tail, title, flags=re.I):
+        title = re.sub(generic_tail, "", title, flags=re.I)
+    return title.strip(" :")
+
+
+def _plausible(name: str) -> bool:
+    """A name, not a sentence fragment or an identifier: few words, no code, not a verb first."""
+    words = name.split()
+    if not (1 <= len(words) <= 6 and 3 <= len(name) <= 60) or GENERIC.match(name):
+        return False
+    if re.search(r"[_(){}\[\]=<>`?*]|\d{3,}|[a-z][A-Z]", name) or not any(len(w) > 3 for w in words):
+        return False
+    first = words[0].lower()
+    return not (VERB_FIRST.match(first) and len(words) > 1)
+
+
+def _mentions(text: str, name: str) -> bool:
+    head = name.split()[0].lower()
+    return name.lower() in text.lower() or (len(head) > 4 and head in text.lower())
+
+
+def _description(quote: str) -> str:
+    return quote if len(quote) <= 240 else quote[:237].rstrip() + "..."
+
+
+def _offset(span: Span) -> int:
+    m = re.search(r"offset (\d+)", span.location)
+    return int(m.group(1)) if m else 0
