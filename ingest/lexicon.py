@@ -59,7 +59,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "autotune_launch": (r"auto[- ]?tun\w*", r"parameter tuning", r"tun(?:e|ing) (?:the )?(?:block[_ ]size|num_warps|num_stages|launch)",
                         r"triton\.autotune", r"tunable (?:template )?parameters", r"config(?:uration)?s? search"),
     "vectorized_access": (r"vectori[sz]ed (?:loads?|stores?|access|reads?|memory)", r"float4", r"128-bit (?:loads|access)",
-                          r"vector (?:loads|stores|width)", r"vectori[sz]ation", r"wide (?:__ldg )?loads?",
+                          r"vector (?:loads|stores|width)", r"vectori[sz]ation", r"wide\s+(?:__ldg\s+)?loads?",
                           r"128[- ]?bits? (?:per )?(?:load|access|width)"),
     "shared_memory_tiling": (r"shared[- ]memory tiling", r"stage (?:data )?(?:from device memory )?into shared memory",
                              r"tiles? (?:in|into) shared memory", r"tiling (?:with|in|through) shared memory",

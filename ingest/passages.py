@@ -16,7 +16,9 @@ from .segment import Sentence, sentence_blocks
 MAX_PASSAGE_CHARS = 700  # about 150 tokens: what the embedding model reads well, and cheap
 _VERB = re.compile(
     r"\b(?i:is|are|was|were|be|been|being|can|could|will|would|should|must|may|might|has|have|had|do|does|did)\b|"
-    r"\b(?:need|use|make|get|take|keep|give|allow|help|let|run|reach|cause|avoid|reduce|hide|improve|require)\w*\b|"
+    r"\b(?:need|use|make|get|take|keep|give|allow|help|let|run|reach|cause|avoid|reduce|hide|improve|require|load|store|"
+    r"compute|recompute|write|read|launch|fuse|overlap|split|pack|transpose|copy|double|save|eliminate)\w*\b|"
+    r"\b(?i:don|doesn|isn|aren|can|won|didn)[’']t\b|"
     r"\b[a-z]{3,}(?:es|ed|ing)\b|->|→|=|\d+(?:\.\d+)?\s*(?:x|×|%)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
 

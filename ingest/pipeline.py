@@ -58,6 +58,7 @@ class FileReport:
     note: bool = False
     counts: dict[str, int] = field(default_factory=dict)
     triples: list[dict[str, Any]] = field(default_factory=list)
+    source: dict[str, str] = field(default_factory=dict)  # kind, title and authors recorded for the file
 
 
 @dataclass
@@ -133,6 +134,7 @@ class Ingestor:
                 report.reason = f"re-read: extracted by {held[0]['extractor']}, now {version}"
             plan = self.plan(doc, uri, report.note, version)
             report.triples = [_triple_row(c, set(plan.new_nodes)) for c in plan.claims]
+            report.source = {"kind": plan.source.kind, "title": plan.source.title, "authors": plan.source.authors}
             nodes, edges = existing(self.store, plan)
             report.counts = plan.counts(nodes, edges)
             if self.options.dry_run:

@@ -35,7 +35,7 @@ TECHNIQUE_HEADS = re.compile(
     r"\b(?:schedul\w*|packing|pack|fusion|pipelin\w*|tiling|layout|launch\w*|prefetch\w*|quantiz\w*|transpos\w*|"
     r"swizzl\w*|decoding|caching|overlap\w*|speciali[sz]ation|reallocation|rotation|decomposition|rasteri[sz]ation|"
     r"splitting|split|crossover|unrolling|vectori[sz]ation|coalescing|masking|predication|padding|copy|"
-    r"shuffle|reduction|recomputation|precision|broadcast\w*)\b", re.I)
+    r"shuffle|reduction|recomputation|(?:low|reduced|mixed|half|lower)[- ]precision|broadcast\w*)\b", re.I)
 BOTTLENECK_HEADS = re.compile(r"(?:\b(?:bound|bottleneck|stalls?|contention|overhead|conflicts?|imbalance|pressure|"
                               r"spills?|thrashing|divergence|underutili[sz]ation)\b|-bound\b)", re.I)
 NAMED = re.compile(r"(?:we call (?:this|it|the) (?:method|technique|approach|trick)?\s*|named |known as |called |"
@@ -45,13 +45,14 @@ VERB_FIRST = re.compile(r"^(?:\w+ates|\w+izes|\w+ises|eliminates|reduces|saves|u
                         r"use|make|keep|avoid|set|add|run|check|ensure|see|note|when|how|why|what)$")
 BOLD = re.compile(r"\*\*([A-Za-z][\w ./-]{2,40}?):?\*\*")
 # A slide bullet or list item that opens with the name of what it describes: "GQA packing: Pack ...".
-LEAD = re.compile(r"^(?!(?:the|a|an|this|that|these|those|we|our|it|its|recall|here|then|now|so|if|when)\b)"
+LEAD = re.compile(r"^(?:\(?\d{1,2}[.)]\s*|[-*•]\s*)?(?!(?:the|a|an|this|that|these|those|we|our|it|its|recall|here|then|now|"
+                  r"so|if|when)\b)"
                   r"((?:[A-Za-z0-9][\w-]*\s){0,3}(?:scheduling|packing|pipelining|fusion|tiling|prefetching|"
                   r"quantization|transpose|swizzling|overlapping|specialization|reallocation|rotation|"
                   r"decomposition|rasterization|splitting|unrolling|masking|padding|recomputation))"
                   r"(?::|\s+(?:using|with|via|is|are|of)\b)", re.I)
-PROTOCOL_HEADS = re.compile(r"\b(?:benchmark\w*|measur\w+|timing|warm[- ]?ups?|cool[- ]?downs?|iterations?|repetitions?|"
-                            r"fill|rotation|frequenc\w+|power tests?|gaps?)\b", re.I)
+PROTOCOL_HEADS = re.compile(r"\b(?:timing|warm[- ]?ups?|cool[- ]?downs?|iterations?|repetitions?|fill|rotation|"
+                            r"frequenc\w+|power tests?|gaps?|clocks?|cold|flush\w*)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,12 @@ class ProposalFinder:
         if not statements:
             return
         if headings:
-            for title in _title_names(headings[-1]):
-                yield from self._named(title, context, headings, 0.55, statements)
+            for title, explicit in _title_names(headings[-1]):
+                yield from self._named(title, context, headings, 0.55, statements, explicit=explicit)
         for text, _ in statements:
-            for m in list(NAMED.finditer(text)) + list(ACRONYM.finditer(text)):
+            for m in NAMED.finditer(text):
                 yield from self._named(m.group(1), context, headings, 0.65, statements, explicit=True)
-            for m in LEAD.finditer(text):
+            for m in list(ACRONYM.finditer(text)) + list(LEAD.finditer(text)):
                 yield from self._named(m.group(1), context, headings, 0.65, statements)
         if doc.kind == "markdown":
             for text, span in body:
@@ -179,11 +180,16 @@ def _sections(doc: Document, passages: Sequence[Passage]) -> dict[tuple[tuple[st
     return out
 
 
-def _title_names(title: str) -> list[str]:
-    """The names a section title gives: "Asynchrony: Overlapping GEMM and Softmax" gives both parts."""
+def _title_names(title: str) -> list[tuple[str, bool]]:
+    """The names a section title gives, each with whether the title spells it out as a name:
+    "Asynchrony: Overlapping GEMM and Softmax" gives both parts, "mma_dkv_is_rs (Register-Source for dKV)"
+    the words in parentheses."""
     title = re.sub(r"[,(]?\s*(?:ctd|cont(?:inued|'d)?)\.?\)?\s*$", "", title, flags=re.I)
+    glossed = re.search(r"\(([A-Za-z][^()]{2,40})\)\s*$", title)
+    if glossed and re.search(r"[_`]", title[:glossed.start()]):
+        return [(name, True) for name in [_clean_title(glossed.group(1))] if name]
     parts = [p for p in (part.strip() for part in title.split(":")) if p] if ":" in title else [title]
-    return [name for name in (_clean_title(p) for p in parts) if name]
+    return [(name, False) for name in (_clean_title(p) for p in parts) if name]
 
 
 def _best_statement(name: str, statements: list[tuple[str, Span]]) -> tuple[str, Span]:

@@ -11,7 +11,7 @@ Only sentences that can state something (`is_statement`) are ever quoted.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kskill.graph_schema.model import Condition
 
@@ -38,7 +38,12 @@ AVOIDING = re.compile(r"\b(?:don[’']?t|do not|never|avoid|without) (?:\w+ )?(?
 NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|doesn't|don't|won't|neither|nor|without)\b", re.I)
 DEFINITION = re.compile(r"\b(?:is called|is known as|refers? to|occurs? when|happens? when|means|is when|is a "
                         r"(?:technique|method|way|feature)|this is|which is|are serialized|serializ\w+|stall\w*|"
-                        r"bottleneck\w*|limit\w*|wast\w+|idle|underutili[sz]\w+|slow\w*|bound\b|cost\w*)\b", re.I)
+                        r"bottleneck\w*|limit\w*|wast\w+|idle|underutili[sz]\w+|slow\w*|cost\w*)\b", re.I)
+# Advice: what the text recommends doing.
+ADVICE = re.compile(r"\b(?:suggest\w*|recommend\w*|should|must|best|optimal|prefer\w*|ensure|important)\b", re.I)
+# Sentences that point elsewhere or template text: never evidence.
+POINTER = re.compile(r"^(?:how to\b|see\b|check out|there are (?:a few|several|many)|for more|refer|please refer|"
+                     r"click|read more|more examples)|\{[^}]*/[^}]*\}", re.I)
 MEASURE = re.compile(r"\b(?:measur\w+|benchmark\w*|tim(?:e|es|ed|ing)|profil\w+|iterations?|warm\w*|clocks?|"
                      r"frequenc\w+|cold|variation|reproducib\w+|stabl\w+|runtime|latenc\w+ of the kernel)\b", re.I)
 MEASURE_HEADING = re.compile(r"\b(?:benchmark\w*|measur\w+|methodolog\w+|timing|warm[- ]?ups?|profiling iterations)\b",
@@ -116,6 +121,8 @@ class ClaimRules:
         self.extractor = extractor
 
     def claims(self, view: SentenceView) -> list[Claim]:
+        if POINTER.search(view.text):
+            return []
         figures = tuple(dict.fromkeys(m.group(0).strip() for m in FIGURE.finditer(view.text)))
         measuring = self._measurement_context(view)
         out = self._measurement(view, measuring)
@@ -201,7 +208,8 @@ class ClaimRules:
     def _evidence(self, view: SentenceView, claimed: set[str]) -> list[Claim]:
         """A sentence that explains a node it names (or its heading names) supports that node."""
         out = []
-        cue = DEFINITION.search(view.text) or REMEDY.search(view.text) or CAUSE.search(view.text)
+        cue = (DEFINITION.search(view.text) or REMEDY.search(view.text) or CAUSE.search(view.text)
+               or ADVICE.search(view.text))
         candidates = {m.id: m for m in view.named if m.kind != "ProtocolStep"}
         for kind in ("Bottleneck", "Technique"):
             heading = view.from_heading(kind)
@@ -213,8 +221,9 @@ class ClaimRules:
             top = view.about.ranks(node_id) < 2
             shares = self.linker.shares_concepts(view.text, node_id)
             if m.end:  # named in the sentence
-                score = 0.5 + (0.05 if m.exact else 0.0) + (0.1 if cue else 0.0) + (0.1 if top else 0.0)
+                score = 0.45 + (0.05 if m.exact else 0.0) + (0.1 if cue else 0.0) + (0.1 if top else 0.0)
                 score += 0.05 if FIGURE.search(view.text) else 0.0
+                score += 0.05 if m.start < 0.4 * len(view.text) else 0.0  # named early: what the sentence is about
                 score -= 0.1 if len(view.named) >= 3 else 0.0  # a list names things in passing
                 score -= 0.15 if PREFACE.search(view.heading_text) else 0.0
             elif cue and (top or shares):  # named by the heading: the sentence must say something about it
@@ -245,11 +254,16 @@ class ClaimRules:
 
     def _detection(self, view: SentenceView) -> list[Claim]:
         """"Memory throughput > 60% of peak" under a memory-bound heading: the bottleneck's signature."""
-        bottlenecks, inherited = self._side(view, "Bottleneck")
+        thresholds = list(THRESHOLD.finditer(view.text))
+        if not thresholds:
+            return []
+        # A name inside a threshold ("memory throughput < 40%") is the metric, not the bottleneck meant.
+        outside = [m for m in view.named if not any(t.start() <= m.start < t.end() for t in thresholds)]
+        bottlenecks, inherited = self._side(replace(view, named=outside), "Bottleneck")
         if len(bottlenecks) != 1:
             return []
         claims = []
-        for m in THRESHOLD.finditer(view.text):
+        for m in thresholds:
             metric = self.linker.metric(_metric_phrase(m.group("phrase")))
             if metric is None:
                 continue
@@ -272,11 +286,7 @@ class ClaimRules:
 
 
 def _with_figures(claim: Claim, figures: tuple[str, ...]) -> Claim:
-    if not figures:
-        return claim
-    from dataclasses import replace
-
-    return replace(claim, figures=figures)
+    return replace(claim, figures=figures) if figures else claim
 
 
 def _metric_phrase(phrase: str) -> str:
