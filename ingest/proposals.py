@@ -32,10 +32,10 @@ GENERIC = re.compile(
     r"testing(?: methodology overview)?|potential next steps|supported .*|pseudo code|programming model|"
     r"challenges?|solution|idea|key (?:idea|ideas|points)|takeaways?|upshot|why .*)$", re.I)
 TECHNIQUE_HEADS = re.compile(
-    r"\b(?:schedul\w*|packing|pack|fusion|pipelin\w*|tiling|layout|launch\w*|prefetch\w*|quantiz\w*|transpos\w*|"
+    r"\b(?:schedul\w*|packing|pack|fusion|pipelin\w*|tiling|launch\w*|prefetch\w*|quantiz\w*|transpos\w*|"
     r"swizzl\w*|decoding|caching|overlap\w*|speciali[sz]ation|reallocation|rotation|decomposition|rasteri[sz]ation|"
-    r"splitting|split|crossover|unrolling|vectori[sz]ation|coalescing|masking|predication|padding|copy|"
-    r"shuffle|reduction|recomputation|(?:low|reduced|mixed|half|lower)[- ]precision|broadcast\w*)\b", re.I)
+    r"splitting|crossover|unrolling|vectori[sz]ation|coalescing|masking|predication|padding|"
+    r"shuffle|recomputation|(?:low|reduced|mixed|half|lower)[- ]precision|broadcast\w*)\b", re.I)
 BOTTLENECK_HEADS = re.compile(r"(?:\b(?:bound|bottleneck|stalls?|contention|overhead|conflicts?|imbalance|pressure|"
                               r"spills?|thrashing|divergence|underutili[sz]ation)\b|-bound\b)", re.I)
 NAMED = re.compile(r"(?:we call (?:this|it|the) (?:method|technique|approach|trick)?\s*|named |known as |called |"
@@ -52,7 +52,7 @@ LEAD = re.compile(r"^(?:\(?\d{1,2}[.)]\s*|[-*•]\s*)?(?!(?:the|a|an|this|that|t
                   r"decomposition|rasterization|splitting|unrolling|masking|padding|recomputation))"
                   r"(?::|\s+(?:using|with|via|is|are|of)\b)", re.I)
 PROTOCOL_HEADS = re.compile(r"\b(?:timing|warm[- ]?ups?|cool[- ]?downs?|iterations?|repetitions?|fill|rotation|"
-                            r"frequenc\w+|power tests?|gaps?|clocks?|cold|flush\w*)\b", re.I)
+                            r"frequenc\w+|power tests?|gaps?|cold|flush\w*)\b", re.I)
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,12 @@ DEFINITION = re.compile(r"\b(?:is called|is known as|refers? to|occurs? when|hap
 # Advice: what the text recommends doing.
 ADVICE = re.compile(r"\b(?:suggest\w*|recommend\w*|should|must|best|optimal|prefer\w*|ensure|important)\b", re.I)
 # Sentences that point elsewhere or template text: never evidence.
-POINTER = re.compile(r"^(?:how to\b|see\b|check out|there are (?:a few|several|many)|for more|refer|please refer|"
-                     r"click|read more|more examples)|\{[^}]*/[^}]*\}", re.I)
+POINTER = re.compile(r"^(?:how to\b|see\b|you can see|check out|there are (?:a few|several|many)|for more|refer|"
+                     r"please refer|click|read more|more examples)|\{[^}]*/[^}]*\}|\?\s*\)?\s*$", re.I)
+# Words that tie a sentence to timing itself, needed when only meaning links it to a protocol step.
+TIMING = re.compile(r"\b(?:tim(?:e|es|ed|ing|er)|clocks?|caches?|l2|iterations?|warm\w*|cold|flush\w*|repetitions?|"
+                    r"median|varian\w+|variation|trials?|samples?)\b", re.I)
+SPEEDUP_FIGURE = re.compile(r"\d+(?:\.\d+)?\s*(?:x|×|%)(?!\w)")
 MEASURE = re.compile(r"\b(?:measur\w+|benchmark\w*|tim(?:e|es|ed|ing)|profil\w+|iterations?|warm\w*|clocks?|"
                      r"frequenc\w+|cold|variation|reproducib\w+|stabl\w+|runtime|latenc\w+ of the kernel)\b", re.I)
 MEASURE_HEADING = re.compile(r"\b(?:benchmark\w*|measur\w+|methodolog\w+|timing|warm[- ]?ups?|profiling iterations)\b",
@@ -143,7 +147,7 @@ class ClaimRules:
 
     def _measurement(self, view: SentenceView, measuring: bool) -> list[Claim]:
         steps = {m.id: 0.65 + (0.1 if m.exact else 0.0) for m in view.of_kind("ProtocolStep")}
-        if measuring and not steps and view.about.protocol:
+        if measuring and not steps and view.about.protocol and TIMING.search(view.text):
             best = max(view.about.protocol, key=view.about.protocol.get)
             if view.about.protocol[best] >= SIDE_ABOUT:
                 steps[best] = 0.55
@@ -220,6 +224,8 @@ class ClaimRules:
                 continue
             top = view.about.ranks(node_id) < 2
             shares = self.linker.shares_concepts(view.text, node_id)
+            if m.end and not (cue or top or SPEEDUP_FIGURE.search(view.text)):
+                continue  # named in passing ("this chapter covers X and Y"): no evidence
             if m.end:  # named in the sentence
                 score = 0.45 + (0.05 if m.exact else 0.0) + (0.1 if cue else 0.0) + (0.1 if top else 0.0)
                 score += 0.05 if FIGURE.search(view.text) else 0.0
