@@ -92,6 +92,7 @@ class EntityLinker:
         self.protocol = SideTable([n for n in nodes if n["kind"] == "ProtocolStep"], self.embedder)
         self.metrics = SideTable(metrics, self.embedder)
         self.metric_names = {m["id"] for m in metrics}
+        self.metric_words = {m["id"]: set(terms(f"{m['id'].replace('_', ' ')} {m.get('name') or ''}")) for m in metrics}
         self._mentions: dict[str, list[Mention]] = {}
         self._concepts = {n["id"]: _concepts(f"{n.get('name') or ''} {n.get('description') or ''}") for n in nodes}
 
@@ -128,13 +129,17 @@ class EntityLinker:
         joined = "_".join(words)
         if joined in self.metric_names:
             return joined
-        vectors = self.embedder.embed([phrase]) if self.embedder is not None else None
-        scores = self.metrics.scores(vectors, [phrase])[0]
-        if not scores:
-            return None
-        best = max(scores, key=scores.get)
-        threshold = METRIC_SAME if vectors is not None else 0.5
-        return best if scores[best] >= threshold else None
+        if self.embedder is None:
+            return self._metric_by_words(words)
+        scores = self.metrics.scores(self.embedder.embed([phrase]), [phrase])[0]
+        best = max(scores, key=scores.get) if scores else None
+        return best if best is not None and scores[best] >= METRIC_SAME else None
+
+    def _metric_by_words(self, words: list[str]) -> str | None:
+        """Without a model: the metric whose name holds every word of the phrase, with fewest others."""
+        query = set(terms(" ".join(words)))
+        fits = [(len(names - query), i) for i, names in self.metric_words.items() if query and query <= names]
+        return min(fits)[1] if fits else None
 
 
 def _concepts(text: str) -> set[str]:

@@ -17,7 +17,10 @@ MAX_PASSAGE_CHARS = 700  # about 150 tokens: what the embedding model reads well
 _VERB = re.compile(
     r"\b(?i:is|are|was|were|be|been|being|can|could|will|would|should|must|may|might|has|have|had|do|does|did)\b|"
     r"\b(?:need|use|make|get|take|keep|give|allow|help|let|run|reach|cause|avoid|reduce|hide|improve|require|load|store|"
-    r"compute|recompute|write|read|launch|fuse|overlap|split|pack|transpose|copy|double|save|eliminate)\w*\b|"
+    r"compute|recompute|write|read|launch|fuse|overlap|split|pack|transpose|copy|double|save|eliminate|prevent|"
+    r"minimi|mitigat|speed|boost|fix|remov|increas|decreas|lower|limit|serializ|stall|wast|exceed|fit|miss|map|"
+    r"assign|access|issue|schedul|spill|wait|achiev|deliver|outperform|support|provide|enable|lead|result|become|"
+    r"remain|depend|determin|matter|work|apply|call|mean|cost|add|gave|give|hurt|slow|wins?\b)\w*\b|"
     r"\b(?i:don|doesn|isn|aren|can|won|didn)[’']t\b|"
     r"\b[a-z]{3,}(?:es|ed|ing)\b|->|→|=|\d+(?:\.\d+)?\s*(?:x|×|%)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")

@@ -130,13 +130,11 @@ class ClaimRules:
         figures = tuple(dict.fromkeys(m.group(0).strip() for m in FIGURE.finditer(view.text)))
         measuring = self._measurement_context(view)
         out = self._measurement(view, measuring)
+        out += self._conditions(view) + self._detection(view) + self._gains(view)
         if not measuring:  # measurement advice is never read as a kernel optimization
             out += self._remedies(view)
             out += self._evidence(view, {c.subject.id for c in out} | {c.object.id for c in out
                                                                         if isinstance(c.object, EntityRef)})
-        out += self._conditions(view)
-        out += self._detection(view)
-        out += self._gains(view)
         return [_with_figures(c, figures) for c in out]
 
     # --- measurement advice ------------------------------------------------------------------
@@ -232,7 +230,7 @@ class ClaimRules:
                 score += 0.05 if m.start < 0.4 * len(view.text) else 0.0  # named early: what the sentence is about
                 score -= 0.1 if len(view.named) >= 3 else 0.0  # a list names things in passing
                 score -= 0.15 if PREFACE.search(view.heading_text) else 0.0
-            elif cue and (top or shares):  # named by the heading: the sentence must say something about it
+            elif (cue or FIGURE.search(view.text)) and (top or shares):  # named by the heading: it must say something
                 score = 0.3 + (0.1 if top else 0.0) + (0.1 if shares else 0.0) + (0.1 if DEFINITION.search(view.text) else 0.0)
             else:
                 continue
