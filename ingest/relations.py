@@ -127,6 +127,9 @@ class ClaimRules:
     def claims(self, view: SentenceView) -> list[Claim]:
         if POINTER.search(view.text):
             return []
+        thresholds = [(m.start(), m.end()) for m in THRESHOLD.finditer(view.text)]
+        if thresholds:  # a name inside a threshold ("memory throughput < 40%") is the metric, not a node meant
+            view = replace(view, named=[m for m in view.named if not any(a <= m.start < b for a, b in thresholds)])
         figures = tuple(dict.fromkeys(m.group(0).strip() for m in FIGURE.finditer(view.text)))
         measuring = self._measurement_context(view)
         out = self._measurement(view, measuring)
@@ -261,9 +264,7 @@ class ClaimRules:
         thresholds = list(THRESHOLD.finditer(view.text))
         if not thresholds:
             return []
-        # A name inside a threshold ("memory throughput < 40%") is the metric, not the bottleneck meant.
-        outside = [m for m in view.named if not any(t.start() <= m.start < t.end() for t in thresholds)]
-        bottlenecks, inherited = self._side(replace(view, named=outside), "Bottleneck")
+        bottlenecks, inherited = self._side(view, "Bottleneck")
         if len(bottlenecks) != 1:
             return []
         claims = []
