@@ -33,7 +33,9 @@ from .ingest_scoring import in_scope, items_of, load_corpus_labels, recall
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "ingest" / "corpus"
 CORPUS_LABELS = HERE / "ingest" / "labels_corpus.yaml"
-DEV_CORPUS = HERE.parent.parent / "shared" / "corpus"
+# The development set lives in the workplace's shared folder, beside the checkout (or a worktree of it).
+DEV_CORPUS = next((p / "shared" / "corpus" for p in HERE.parents if (p / "shared" / "corpus").is_dir()),
+                  HERE.parent.parent / "shared" / "corpus")
 DEV_LABELS = HERE / "ingest" / "labels.yaml"
 EDGE_RELATIONS = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN")
 

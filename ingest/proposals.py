@@ -33,16 +33,20 @@ GENERIC = re.compile(
     r"challenges?|solution|idea|key (?:idea|ideas|points)|takeaways?|upshot|why .*)$", re.I)
 TECHNIQUE_HEADS = re.compile(
     r"\b(?:schedul\w*|packing|pack|fusion|pipelin\w*|tiling|launch\w*|prefetch\w*|quantiz\w*|transpos\w*|"
-    r"swizzl\w*|decoding|caching|overlap\w*|speciali[sz]ation|reallocation|rotation|decomposition|rasteri[sz]ation|"
+    r"swizzl\w*|caching|overlap\w*|speciali[sz]ation|reallocation|rotation|decomposition|rasteri[sz]ation|"
     r"splitting|crossover|unrolling|vectori[sz]ation|coalescing|masking|predication|padding|"
     r"shuffle|recomputation|(?:low|reduced|mixed|half|lower)[- ]precision|broadcast\w*)\b", re.I)
 BOTTLENECK_HEADS = re.compile(r"(?:\b(?:bound|bottleneck|stalls?|contention|overhead|conflicts?|imbalance|pressure|"
                               r"spills?|thrashing|divergence|underutili[sz]ation)\b|-bound\b)", re.I)
-NAMED = re.compile(r"(?:we call (?:this|it|the) (?:method|technique|approach|trick)?\s*|named |known as |called |"
-                   r"technique (?:named|called) )[\"“']?([A-Z]?[\w-]+(?: [\w-]+){0,3})[\"”']?", re.I)
+# A name the text gives explicitly: quoted ("we call this method \"crossover\"") or capitalized
+# ("named Programmatic Dependent Launch"); "is named by converting ..." is no name.
+NAMED = re.compile(r"\b(?:we call (?:this|it|the) (?:method|technique|approach|trick)?\s*|(?<!re)named\s+|known as\s+|"
+                   r"called\s+)(?:[\"“']([^\"”']{3,40})[\"”']|((?-i:[A-Z][\w-]*)(?: (?-i:[A-Z][\w-]*)){0,3}))", re.I)
 ACRONYM = re.compile(r"\b((?:[A-Z][a-z]+[- ]){1,4}[A-Z][a-z]+) \(([A-Z]{2,6})\)")
 VERB_FIRST = re.compile(r"^(?:\w+ates|\w+izes|\w+ises|eliminates|reduces|saves|uses|makes|allows|avoids|enables|"
-                        r"use|make|keep|avoid|set|add|run|check|ensure|see|note|when|how|why|what)$")
+                        r"use|make|keep|avoid|set|add|run|check|ensure|see|note|when|how|why|what|define|compile|"
+                        r"install|build|verify|choose|configure|create|load|copy|perform|allocate|call|get|write|"
+                        r"read|launch|pass|return|store|select|find|enable|disable|tune|profile|measure|understand)$")
 BOLD = re.compile(r"\*\*([A-Za-z][\w ./-]{2,40}?):?\*\*")
 # A slide bullet or list item that opens with the name of what it describes: "GQA packing: Pack ...".
 LEAD = re.compile(r"^(?:\(?\d{1,2}[.)]\s*|[-*•]\s*)?(?!(?:the|a|an|this|that|these|those|we|our|it|its|recall|here|then|now|"
@@ -96,8 +100,9 @@ class ProposalFinder:
             for title, explicit in _title_names(headings[-1]):
                 yield from self._named(title, context, headings, 0.55, statements, explicit=explicit)
         for text, _ in statements:
-            for m in NAMED.finditer(text):
-                yield from self._named(m.group(1), context, headings, 0.65, statements, explicit=True)
+            for m in NAMED.finditer(text):  # only a quoted name may take its kind from the text around it
+                yield from self._named(m.group(1) or m.group(2), context, headings, 0.65, statements,
+                                       explicit=m.group(1) is not None)
             for m in list(ACRONYM.finditer(text)) + list(LEAD.finditer(text)):
                 yield from self._named(m.group(1), context, headings, 0.65, statements)
         if doc.kind == "markdown":

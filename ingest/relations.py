@@ -55,6 +55,7 @@ MEASURE_HEADING = re.compile(r"\b(?:benchmark\w*|measur\w+|methodolog\w+|timing|
 REQUIRE = re.compile(r"\b(?:only (?:if|when|for|with|on)|only (?:beneficial|useful|worth it|helps?) (?:if|when|for)|"
                      r"requires?|required|needs?|must (?:have|be)|applies (?:only )?(?:to|when)|works (?:only )?"
                      r"(?:when|for|with)|prerequisite|provided that)\b", re.I)
+ONLY_WHEN = re.compile(r"\bonly (?:beneficial |useful |worth it |helps? )?(?:if|when|for|with|on)\b", re.I)
 FORBID = re.compile(r"\b(?:avoid (?:\w+ ){0,4}(?:when|if|for|on|with)|do not use|don't use|never use|"
                     r"(?:hurts?|slower|harmful|counterproductive|not (?:worth|beneficial|helpful)) (?:\w+ ){0,3}"
                     r"(?:when|if|for|on|with)|does not help (?:when|if|for|on|with)|breaks? (?:when|if|for|on|with))\b", re.I)
@@ -143,10 +144,19 @@ class ClaimRules:
     # --- measurement advice ------------------------------------------------------------------
 
     def _measurement_context(self, view: SentenceView) -> bool:
-        named = view.of_kind("ProtocolStep")
-        return bool(named) or (MEASURE_HEADING.search(view.heading_text) is not None and MEASURE.search(view.text) is not None)
+        """The sentence is about measuring: under a measurement heading and using measurement words, or naming
+        a protocol step while saying something else about timing ("run warm-up iterations before timing")."""
+        if MEASURE_HEADING.search(view.heading_text) and MEASURE.search(view.text):
+            return True
+        steps = view.of_kind("ProtocolStep")
+        if not steps:
+            return False
+        rest = "".join(" " if any(m.start <= i < m.end for m in steps) else ch for i, ch in enumerate(view.text))
+        return TIMING.search(rest) is not None or MEASURE.search(rest) is not None
 
     def _measurement(self, view: SentenceView, measuring: bool) -> list[Claim]:
+        if not measuring:
+            return []
         steps = {m.id: 0.65 + (0.1 if m.exact else 0.0) for m in view.of_kind("ProtocolStep")}
         if measuring and not steps and view.about.protocol and TIMING.search(view.text):
             best = max(view.about.protocol, key=view.about.protocol.get)
@@ -225,7 +235,7 @@ class ClaimRules:
                 continue
             top = view.about.ranks(node_id) < 2
             shares = self.linker.shares_concepts(view.text, node_id)
-            if m.end and not (cue or top or SPEEDUP_FIGURE.search(view.text)):
+            if m.end and not (cue or SPEEDUP_FIGURE.search(view.text)):
                 continue  # named in passing ("this chapter covers X and Y"): no evidence
             if m.end:  # named in the sentence
                 score = 0.45 + (0.05 if m.exact else 0.0) + (0.1 if cue else 0.0) + (0.1 if top else 0.0)
@@ -249,6 +259,8 @@ class ClaimRules:
         forbid, require = FORBID.search(view.text), REQUIRE.search(view.text)
         if len(techniques) != 1 or not (forbid or require):
             return []
+        if inherited and not ONLY_WHEN.search(view.text):
+            return []  # "users who require full control ..." under a technique's heading states no precondition
         cue = forbid or require
         relation = "FORBIDDEN_WHEN" if forbid else "REQUIRES"
         claims = []
