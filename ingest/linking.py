@@ -26,6 +26,7 @@ from .lexicon import Lexicon, Mention
 from .passages import Passage
 
 SKILLS = ("Bottleneck", "Technique")
+CONTEXT_CHARS = 800  # about 180 tokens: the model's cost grows with length, and the start says what a passage is about
 MEANING_K = 4
 # Hybrid scores of a whole passage against one skill text: above this the passage is about the node.
 # Chosen on the tuning half of eval/ingest/corpus: passages that explain a node score 0.25-0.5,
@@ -110,7 +111,7 @@ class EntityLinker:
         """What each passage is about, by meaning; one batch of embeddings for the whole document."""
         if not passages:
             return []
-        contexts = [p.context()[:1500] for p in passages]
+        contexts = [p.context()[:CONTEXT_CHARS] for p in passages]
         vectors = None
         if self.embedder is not None:
             vectors = self.embedder.embed([self.retriever.query_text(c) for c in contexts])

@@ -42,7 +42,7 @@ class Passage:
 
     def context(self) -> str:
         """The passage with its heading path, as the embedding model reads it."""
-        path = " > ".join(self.headings)
+        path = " > ".join(self.headings[-2:])  # the nearest two titles say what the passage is about
         return f"{path}. {self.text}" if path else self.text
 
 

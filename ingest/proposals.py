@@ -21,6 +21,7 @@ from .loaders import Document
 from .passages import Passage, is_statement
 from .relations import APPLY, MEASURE, MEASURE_HEADING, REMEDY, gain_of
 
+SAME_STEP = 0.75  # cosine of a candidate's name and a protocol step's text above which they are one step
 MAX_PROPOSALS = 8  # per document: a long guide names many things, the review queue should stay short
 GENERIC = re.compile(
     r"^(?:\d+[.)]?\s*)?(?:introduction|overview|conclusions?|summary|background|references?|usage|installation|"
@@ -83,11 +84,34 @@ class ProposalFinder:
                 key = cand.name.lower()
                 if key not in found or cand.score > found[key].score:
                     found[key] = cand
-        fresh = _distinct(sorted((c for c in found.values() if not self._exists(c)), key=lambda c: -c.score))
+        candidates = [c for c in found.values() if not any(m.kind == c.kind for m in self.linker.mentions(c.name))]
+        matches = self._matches(candidates)
+        fresh = _distinct(sorted((c for c in candidates if not self._exists(c, matches[c.name.lower()])),
+                                 key=lambda c: -c.score))
         claims: list[Claim] = []
         for cand in fresh[:MAX_PROPOSALS]:
-            claims.extend(self._claims_for(cand, sections))
+            claims.extend(self._claims_for(cand, matches[cand.name.lower()]))
         return claims
+
+    def _matches(self, candidates: list[Candidate]) -> dict[str, list[tuple[str, float, bool]]]:
+        """For each candidate, the closest existing nodes of its kind: (id, score, same entity), best first.
+        One batch of embeddings per kind: a document's candidates cost one model call."""
+        out: dict[str, list[tuple[str, float, bool]]] = {c.name.lower(): [] for c in candidates}
+        steps = [c for c in candidates if c.kind == "ProtocolStep"]
+        if steps:
+            texts = [c.name for c in steps]
+            vectors = self.linker.embedder.embed(texts) if self.linker.embedder is not None else None
+            for cand, scores in zip(steps, self.linker.protocol.scores(vectors, texts)):
+                out[cand.name.lower()] = [(i, s, s >= SAME_STEP) for i, s in sorted(scores.items(), key=lambda x: -x[1])]
+        retriever = self.linker.retriever
+        for kind in ("Technique", "Bottleneck"):
+            group = [c for c in candidates if c.kind == kind]
+            if retriever is None or not group:
+                continue
+            for cand, hits in zip(group, retriever.search_batch([c.name for c in group], [kind], k=3)):
+                out[cand.name.lower()] = [(h.id, h.score, h.is_same_entity) for h in hits
+                                          if h.id in self.linker.kind_of and h.is_related]
+        return out
 
     # --- candidates -----------------------------------------------------------------------------
 
@@ -136,24 +160,15 @@ class ProposalFinder:
             return "Technique"
         return None
 
-    def _exists(self, cand: Candidate) -> bool:
-        """The graph already has it: the lexicon names a node of that kind in it, or retrieval is sure."""
-        if any(m.kind == cand.kind for m in self.linker.mentions(cand.name)):
-            return True
-        if cand.kind == "ProtocolStep":
-            scores = self.linker.protocol.scores(
-                self.linker.embedder.embed([cand.name]) if self.linker.embedder is not None else None, [cand.name])[0]
-            return bool(scores) and max(scores.values()) >= 0.75
-        retriever = self.linker.retriever
-        if retriever is None:
-            return False
-        hits = retriever.search(cand.name, [cand.kind], k=1)
-        return bool(hits) and hits[0].is_same_entity and hits[0].id in self.linker.kind_of
+    def _exists(self, cand: Candidate, matches: list[tuple[str, float, bool]]) -> bool:
+        """The graph already has it: retrieval (or, for protocol steps, the side table) is sure."""
+        return bool(matches) and matches[0][2]
 
     # --- claims -----------------------------------------------------------------------------------
 
-    def _claims_for(self, cand: Candidate, sections) -> list[Claim]:
-        ref = EntityRef(cand.kind, "", cand.name, _description(cand.evidence.quote), nearest=self._nearest(cand))
+    def _claims_for(self, cand: Candidate, matches: list[tuple[str, float, bool]]) -> list[Claim]:
+        nearest = tuple(i for i, _, _ in matches[:3])
+        ref = EntityRef(cand.kind, "", cand.name, _description(cand.evidence.quote), nearest=nearest)
         claims = [Claim(ref, "SUPPORTS", None, cand.score, cand.evidence, self.extractor, kind="definition")]
         gain = gain_of(cand.evidence.quote)
         if gain is not None and cand.kind == "Technique":
@@ -164,16 +179,6 @@ class ProposalFinder:
                     claims.append(Claim(EntityRef("Bottleneck", m.id), "ADDRESSED_BY", ref, cand.score,
                                         cand.evidence, self.extractor, kind="remedy"))
         return claims
-
-    def _nearest(self, cand: Candidate) -> tuple[str, ...]:
-        if cand.kind == "ProtocolStep":
-            vectors = self.linker.embedder.embed([cand.name]) if self.linker.embedder is not None else None
-            scores = self.linker.protocol.scores(vectors, [f"{cand.name}. {cand.evidence.quote}"])[0]
-            return tuple(sorted(scores, key=lambda i: -scores[i])[:3])
-        if self.linker.retriever is None:
-            return ()
-        hits = self.linker.retriever.search(f"{cand.name}. {cand.evidence.quote}", [cand.kind], k=3)
-        return tuple(h.id for h in hits if h.is_related)
 
 
 def _sections(doc: Document, passages: Sequence[Passage]) -> dict[tuple[tuple[str, ...], int], list[tuple[str, Span]]]:

@@ -27,6 +27,8 @@ EXPECTED = {
     "divergence.rst": {
         ("warp_divergence", "SUPPORTS", "",
          "Threads of a warp that take different branches are serialized, which is called warp divergence."),
+        ("warp_divergence", "ADDRESSED_BY", "branch_free_predication",
+         "Branch-free predication prevents warp divergence in short conditional blocks."),
     },
     "bank-conflicts.html": {
         ("shared_memory_bank_conflicts", "ADDRESSED_BY", "bank_conflict_padding",
