@@ -28,8 +28,9 @@ def m002_lookup_indexes(store: GraphStore) -> None:
 
 
 def m003_protocol_step_ids(store: GraphStore) -> None:
-    """ProtocolStep nodes (the Reviewer's measurement protocol) are keyed by a unique id too."""
-    store.ensure_unique("ProtocolStep", "id")
+    """ProtocolStep nodes (the Reviewer's measurement protocol) are looked up by id: a store made before the
+    label existed gets the index (new stores have the unique constraint from m001 already)."""
+    store.ensure_index("ProtocolStep", "id")
 
 
 MIGRATIONS: list[tuple[str, Callable[[GraphStore], None]]] = [

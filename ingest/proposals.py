@@ -108,9 +108,14 @@ class ProposalFinder:
             group = [c for c in candidates if c.kind == kind]
             if retriever is None or not group:
                 continue
-            for cand, hits in zip(group, retriever.search_batch([c.name for c in group], [kind], k=3)):
-                out[cand.name.lower()] = [(h.id, h.score, h.is_same_entity) for h in hits
-                                          if h.id in self.linker.kind_of and h.is_related]
+            # The name alone says whether the node exists; name and quote together find its neighbours.
+            texts = [c.name for c in group] + [f"{c.name}. {c.evidence.quote}" for c in group]
+            ranked = retriever.search_batch(texts, [kind], k=3)
+            for cand, by_name, by_context in zip(group, ranked, ranked[len(group):]):
+                same = bool(by_name) and by_name[0].is_same_entity and by_name[0].id in self.linker.kind_of
+                near = [h for h in by_context if h.id in self.linker.kind_of and h.is_related]
+                out[cand.name.lower()] = ([(by_name[0].id, by_name[0].score, True)] if same else []) + [
+                    (h.id, h.score, False) for h in near]
         return out
 
     # --- candidates -----------------------------------------------------------------------------
