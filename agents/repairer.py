@@ -10,9 +10,6 @@ from kskill.agents.brains.base import Brain, Draft, RepairTask, TrajectoryStep
 from kskill.agents.diagnoser import Diagnosis
 from kskill.agents.problem import Problem
 
-LOG_TAIL_CHARS = 3000
-
-
 class Repairer:
     def __init__(self, brain: Brain):
         self.brain = brain
@@ -22,7 +19,7 @@ class Repairer:
         """A repaired draft; CannotRepair and other brain errors pass through."""
         task = RepairTask(
             problem_source=problem.source, problem_name=problem.name, draft=draft,
-            failure_class=diagnosis.failure_class, message=diagnosis.message, log_tail=log[-LOG_TAIL_CHARS:],
+            failure_class=diagnosis.failure_class, message=diagnosis.message, log=log,
             remedies=tuple(f"{m.name}: {m.remedy}" for m in diagnosis.patterns),
             remedy_techniques=diagnosis.remedy_techniques, trajectory=trajectory, attempt=attempt)
         return self.brain.repair(task)

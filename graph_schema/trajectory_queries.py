@@ -101,6 +101,11 @@ DECISION_REJECTED = (
     "MATCH (d:Decision {id: $decision})-[r:REJECTED]->(t:Technique) "
     "RETURN t.id AS technique, t.name AS name, r.reason AS reason ORDER BY technique"
 )
+# Which matched bottleneck addresses which technique: the edges the audit page draws between them.
+DECISION_ADDRESSED = (
+    "MATCH (d:Decision {id: $decision})-[:MATCHED]->(b:Bottleneck)-[:ADDRESSED_BY]->(t:Technique) "
+    "RETURN b.id AS bottleneck, t.id AS technique ORDER BY bottleneck, technique"
+)
 
 # The two queries below are printed by `kskill audit` for Neo4j Browser, which draws the nodes and
 # paths they return; kskill itself reads the same subgraph through the queries above.

@@ -25,6 +25,7 @@ from .segment import Sentence, sentences
 log = logging.getLogger(__name__)
 
 CHUNK_CHARS = 6000
+MIN_CHUNK_CHARS = 600  # below this a chunk is too short to state a claim with its context
 
 
 class EntityOut(BaseModel):
@@ -73,29 +74,36 @@ one-sentence description. Quote the sentence that states the claim exactly as wr
 says; return {"claims": []} when it says nothing of this kind. Answer with JSON only."""
 
 
-def openai_client(base_url: str, api_key: str):
-    """An OpenAI-compatible client; imported lazily so the rule path never needs it."""
-    try:
-        from openai import OpenAI
-    except ImportError as exc:
-        raise ExtractionError("the openai package is missing: pip install openai") from exc
-    return OpenAI(base_url=base_url or None, api_key=api_key or "not-needed")
+ANSWER_FAILURES = ("bad_json", "truncated_json", "schema")  # besides the endpoint's own failures
+
+
+class AnswerError(ExtractionError):
+    """The LLM's answer is unusable; `reason` says how: bad_json, truncated_json, schema, or how the
+    endpoint failed (timeout, rate_limit, server_error, connection, bad_response, refused)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 class LLMExtractor:
-    """Claims from a document by an LLM; `client` is an `openai.OpenAI` or anything with its chat API."""
+    """Claims from a document by an LLM. `endpoint` answers `complete(messages, response_format=...)`
+    with a reply that has `text` and `truncated` (kskill.agents.brains.ChatEndpoint: the brain's
+    call path, with its retries, cache, budget and accounting)."""
 
     name = "llm"
     version = "llm-2"
 
-    def __init__(self, client: Any, model: str, nodes: Iterable[Mapping[str, str]], metrics: Sequence[str],
-                 chunk_chars: int = CHUNK_CHARS):
-        self.client = client
-        self.model = model
+    def __init__(self, endpoint: Any, nodes: Iterable[Mapping[str, str]], metrics: Sequence[str],
+                 chunk_chars: int = CHUNK_CHARS, prompt_chars: int | None = None):
+        self.endpoint = endpoint
         self.nodes = list(nodes)
         self.known = {n["id"]: n["kind"] for n in self.nodes}
         self.metrics = set(metrics)
         self.chunk_chars = chunk_chars
+        if prompt_chars is not None:  # a small context: the text gets what the instructions leave
+            room = prompt_chars - len(SYSTEM) - len(self._user(""))
+            self.chunk_chars = max(MIN_CHUNK_CHARS, min(chunk_chars, room))
 
     def extract(self, doc: Document) -> list[Claim]:
         claims: list[Claim] = []
@@ -104,24 +112,20 @@ class LLMExtractor:
             claims.extend(c for c in (self._claim(doc, chunk, out) for out in answer.claims) if c is not None)
         return merge_claims(claims)
 
-    def _ask(self, text: str) -> Answer:
+    def _user(self, text: str) -> str:
         known = "\n".join(f"- {n['kind']} {n['id']}: {n['name']}" for n in self.nodes)
-        user = (f"Known entities:\n{known}\n\nMetric vocabulary: {', '.join(sorted(self.metrics))}\n\n"
-                f"Text:\n{text}")
+        return f"Known entities:\n{known}\n\nMetric vocabulary: {', '.join(sorted(self.metrics))}\n\nText:\n{text}"
+
+    def _ask(self, text: str) -> Answer:
+        user = self._user(text)
         try:
-            response = self.client.chat.completions.create(
-                model=self.model, temperature=0,
-                messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
-                response_format={"type": "json_schema",
-                                 "json_schema": {"name": "claims", "schema": SCHEMA}},
-            )
-            content = response.choices[0].message.content or ""
-        except Exception as exc:  # the client raises its own hierarchy; all mean "the endpoint failed"
-            raise ExtractionError(f"the LLM endpoint failed: {type(exc).__name__}: {exc}") from exc
-        try:
-            return Answer.model_validate(json.loads(_strip_fences(content)))
-        except (ValueError, ValidationError) as exc:
-            raise ExtractionError(f"the LLM's answer does not fit the claim schema: {str(exc)[:300]}") from exc
+            reply = self.endpoint.complete(
+                [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+                response_format={"type": "json_schema", "json_schema": {"name": "claims", "schema": SCHEMA}})
+        except Exception as exc:  # the endpoint's errors say how it failed (timeout, rate_limit, refused, ...)
+            reason = getattr(exc, "reason", "endpoint_error")
+            raise AnswerError(f"the LLM endpoint failed ({reason}): {type(exc).__name__}: {exc}", reason) from exc
+        return parse_answer(reply.text, reply.truncated)
 
     def _claim(self, doc: Document, chunk: list[Sentence], out: ClaimOut) -> Claim | None:
         sentence = _find_quote(chunk, out.quote)
@@ -187,6 +191,30 @@ def _find_quote(chunk: list[Sentence], quote: str) -> Sentence | None:
         if wanted in s.text.lower() or (len(s.text) >= 8 and s.text.lower().strip(" .") in wanted):
             return s
     return None
+
+
+def parse_answer(content: str, truncated: bool = False) -> Answer:
+    """The claims in a reply, or an ExtractionError that says which way it failed: truncated_json
+    (cut off, at its token limit or mid-document), bad_json (prose or other non-JSON) or schema."""
+    text = _strip_fences(content)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        reason = "truncated_json" if truncated or _cut_off(text, exc) else "bad_json"
+        raise AnswerError(f"the LLM's answer is not whole JSON ({reason}): {exc}; it began {content[:80]!r}",
+                          reason) from exc
+    try:
+        return Answer.model_validate(data)
+    except ValidationError as exc:
+        raise AnswerError(f"the LLM's answer does not fit the claim schema (schema): {str(exc)[:300]}",
+                          "schema") from exc
+
+
+def _cut_off(text: str, exc: ValueError) -> bool:
+    """Whether `text` reads as the start of a JSON document that stops early (not prose, not bad syntax)."""
+    if not isinstance(exc, json.JSONDecodeError) or not text.lstrip().startswith(("{", "[")):
+        return False
+    return exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip())
 
 
 def _strip_fences(content: str) -> str:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
+import re
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import click
+from rich.console import Console
 
 from kskill.config import Settings, load_settings
 from kskill.graph_schema.skillbase import ensure_builtin
@@ -50,3 +54,48 @@ def emit_json(data: Any) -> None:
 
 pass_app = click.make_pass_decorator(App)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+class FiniteFloat(click.FloatRange):
+    """A float option within a range that also refuses nan and inf (which compare false with any bound)."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+class RunId(click.ParamType):
+    """A run id as kskill makes them: letters, digits, '.', '_' and '-', never a path."""
+
+    name = "run"
+    PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not self.PATTERN.fullmatch(text) or ".." in text:
+            self.fail(f"{text!r} is not a run id (letters, digits, '.', '_', '-'; "
+                      "`kskill runs list` shows them)", param, ctx)
+        return text
+
+
+RUN_ID = RunId()
+
+
+def whole(table: Any, *headers: str) -> None:
+    """Never wrap or cut these columns of a rich Table (ids are what a reader copies); the others give way."""
+    for column in table.columns:
+        if column.header in headers:
+            column.no_wrap = True
+
+
+PIPED_WIDTH = 200  # columns of a table written to a file or pipe, where no terminal says how wide
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console as wide as the terminal, or PIPED_WIDTH wide when the output is not one."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else PIPED_WIDTH)

@@ -3,12 +3,15 @@
 For each attempt: what was observed, which conditions held, which bottleneck they detect, which
 technique was selected (with the evidence behind it) and which were rejected and why, and what
 happened (verified with its speedup, or failed with its class and the FailurePattern matched).
-`render_html` draws each decision subgraph (networkx layout, inline SVG) in one page.
+Rejections are grouped by kind, the informative ones (outranked, tabu) first. `render_text` is
+the terminal's view; kskill/audit_html.py draws the same data as one page.
 """
 
 from __future__ import annotations
 
-import html
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 from kskill.agents.errors import AgentError
@@ -18,20 +21,57 @@ from kskill.graph_schema.store import GraphStore
 from kskill.trajectory import Trajectory
 
 MAX_EVIDENCE = 4
+SHOWN_NAMES = 6  # technique names on a collapsed rejection line before "+N more"
 
 
 def audit_run(store: GraphStore, run_id: str, attempt: int | None = None) -> dict[str, Any]:
     trajectory = Trajectory(store)
     run = trajectory.require_run(run_id)
-    rows = trajectory.attempts(run_id)
+    every = trajectory.attempts(run_id)
+    rows = every
     if attempt is not None:
-        rows = [r for r in rows if r["n"] == attempt]
+        rows = [r for r in every if r["n"] == attempt]
         if not rows:
-            raise AgentError(f"run {run_id} has no attempt {attempt}")
+            raise AgentError(f"run {run_id} has no attempt {attempt}; `kskill runs show {run_id}` lists them")
     return {"run": run_id, "problem": run.get("problem"), "status": run.get("status"),
+            "summary": _summary(run, every),
             "attempts": [_attempt(store, r) for r in rows],
             "cypher": {"params": {"run": run_id} if attempt is None else {"attempt": rows[0]["attempt"]["id"]},
                        "query": q.AUDIT_RUN_SUBGRAPH if attempt is None else q.AUDIT_ATTEMPT_SUBGRAPH}}
+
+
+def _summary(run: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run at a glance: settings, why it stopped, its best candidate, whether its timings mean anything."""
+    config = json.loads(run.get("config") or "{}")
+    loop = config.get("loop", {})
+    out_dir = config.get("out_dir") or ""
+    attempts = [r["attempt"] for r in rows]
+    timed = [a for a in attempts if a["kind"] != "reference" and a.get("correct") and a.get("speedup") is not None]
+    confirmed = [a for a in attempts if a["kind"] != "reference" and a.get("confirmed_speedup") is not None]
+    # Once candidates were re-timed at the end of the run, only their re-timings compete (as in the loop).
+    speed = "confirmed_speedup" if confirmed else "speedup"
+    best = max(confirmed or timed, key=lambda a: a[speed], default=None)
+    return {"stop_reason": config.get("stop_reason") or "", "brain": loop.get("brain"),
+            "device": loop.get("device"), "iterations": loop.get("iterations"),
+            "reviewed": sum(1 for a in attempts if a["kind"] != "reference" and a["status"] != "pending"),
+            "started_at": run.get("started_at"), "finished_at": run.get("finished_at"), "out_dir": out_dir,
+            "best": None if best is None else {
+                "n": best["n"], "speedup": best[speed],
+                "technique": next(((r["applied"] or [None])[0] for r in rows if r["n"] == best["n"]), None)},
+            "representative": timings_representative(Path(out_dir)) if out_dir else None}
+
+
+def timings_representative(out_dir: Path) -> bool | None:
+    """Whether the run's timings came from a GPU, read from its directory; None when nothing says."""
+    summary = out_dir / "run.json"
+    try:
+        if summary.is_file():
+            return bool(json.loads(summary.read_text()).get("timings_representative"))
+        flags = [json.loads(f.read_text()).get("timing") or {} for f in sorted(out_dir.glob("attempts/*/review.json"))]
+    except (OSError, ValueError):
+        return None
+    flags = [t["representative"] for t in flags if "representative" in t]
+    return all(flags) if flags else None
 
 
 def _attempt(store: GraphStore, row: dict[str, Any]) -> dict[str, Any]:
@@ -59,9 +99,11 @@ def _decision(store: GraphStore, decision: str, tier: str, case: str) -> dict[st
     selected = store.run(q.DECISION_SELECTED, params)
     chosen = selected[0] if selected else None
     cited = [chosen["technique"], chosen["bottleneck"]] if chosen else [b["bottleneck"] for b in matched]
+    rejected = store.run(q.DECISION_REJECTED, params)
     return {"id": decision, "tier": tier, "case": case,
             "observations": observations, "matched": matched, "selected": chosen,
-            "rejected": store.run(q.DECISION_REJECTED, params),
+            "rejected": rejected, "rejected_groups": group_rejections(rejected),
+            "addressed": store.run(q.DECISION_ADDRESSED, params),
             "evidence": [e for node in cited if node for e in _evidence(store, node)]}
 
 
@@ -81,29 +123,78 @@ def _pattern(store: GraphStore, pattern_id: str) -> dict[str, Any]:
     return {"id": pattern_id, "name": props.get("name"), "remedy": props.get("remedy")}
 
 
+# --- rejections, grouped ------------------------------------------------------------------------
+
+# (kind, title, how the Planner words it, the words the title already says), in the order a reader
+# wants them: what competed and lost, what the run's memory ruled out, what the brain could not
+# write, then what never applied.
+REJECTION_KINDS = (
+    ("outranked", "outranked", r"^outranked ", r"^outranked "),
+    ("tabu", "tabu", r"^tabu: ", r"^tabu: "),
+    ("lineage", "in this lineage", r"^(already applied|conflicts with) ", r" in this lineage"),
+    ("cannot_apply", "cannot be written here", r"^the brain cannot apply it here: ", r"^$"),
+    ("forbidden", "excluded", r"^forbidden when ", r"^$"),
+    ("not_observed", "not observed", r": \S+ was not observed$|cannot be compared$", r"^requires "),
+    ("precondition", "precondition not met", r"^requires .*: not met$", r"^requires |: not met$"),
+)
+COLLAPSED = {"not_observed", "precondition"}  # many, and rarely the reason a reader looks: one line each
+
+# Brain messages meant for developers, and what they mean to a user.
+_INTERNAL = (
+    (re.compile(r"unknown technique"), "the recipe brain has no recipe for it"),
+    (re.compile(r"torch\.fx cannot capture"), "the recipe brain cannot trace the reference with torch.fx"),
+    (re.compile(r"the reference does not run"), "the reference does not run"),
+)
+
+
+def user_reason(reason: str) -> str:
+    """A rejection reason as a user reads it: the brain's internal messages become what they mean."""
+    text = re.sub(r"^the brain cannot apply it here: ", "", reason)
+    if text == reason:
+        return reason
+    for pattern, meaning in _INTERNAL:
+        if pattern.search(text):
+            return meaning
+    return _short(text, 120)
+
+
+def group_rejections(rejected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rejections by kind, in REJECTION_KINDS order, as
+    {kind, title, collapsed, items: [{technique, reason}], lines: [{techniques, why}]}: `lines` merges
+    the techniques rejected for the same reason, said without the words of the title."""
+    groups: dict[str, dict[str, Any]] = {}
+    for r in rejected:
+        kind, title, _, said = next((k for k in REJECTION_KINDS if re.search(k[2], r["reason"])),
+                                    ("other", "other", "", r"^$"))
+        group = groups.setdefault(kind, {"kind": kind, "title": title, "collapsed": kind in COLLAPSED,
+                                         "items": [], "lines": {}})
+        reason = user_reason(r["reason"])
+        group["items"].append({"technique": r["technique"], "reason": reason})
+        group["lines"].setdefault(re.sub(said, "", reason), []).append(r["technique"])
+    order = [k[0] for k in REJECTION_KINDS] + ["other"]
+    for g in groups.values():
+        g["lines"] = [{"techniques": names, "why": why} for why, names in g["lines"].items()]
+    return [groups[k] for k in order if k in groups]
+
+
+def names_line(names: list[str], shown: int = SHOWN_NAMES) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" (+{more} more)" if more > 0 else "")
+
+
 # --- text ---------------------------------------------------------------------------------------
 
 def render_text(audit: dict[str, Any]) -> str:
     lines = [f"run {audit['run']}  problem={audit['problem']}  status={audit['status']}"]
+    note = representativeness_note(audit["summary"]["representative"])
+    if note:
+        lines.append(f"  {note}")
     for a in audit["attempts"]:
-        lines += ["", _headline(a)]
+        lines += ["", headline(a)]
         d = a["decision"]
         if d:
-            shown = [o for o in d["observations"] if o["available"]]
-            lines.append(f"  observations: {len(shown)} measured or extracted, "
-                         f"{len(d['observations']) - len(shown)} unavailable")
-            for b in d["matched"]:
-                held = "; ".join(f"{c['text']} (observed {c['observed']!r})" for c in b["conditions"])
-                lines.append(f"  conditions matched -> bottleneck {b['bottleneck']}: {held}")
-            if d["selected"]:
-                s = d["selected"]
-                lines.append(f"  selected: {s['technique']} for {s['bottleneck'] or '(fallback)'} [{d['tier']}] - {d['case']}")
-            for e in d["evidence"]:
-                lines.append(f"    evidence ({e['about']}): \"{_short(e['quote'], 160)}\" - {e['source']}"
-                             f"{', ' + e['location'] if e['location'] else ''}")
-            for r in d["rejected"]:
-                lines.append(f"  rejected: {r['technique']}: {r['reason']}")
-        lines.append(f"  outcome: {_outcome(a)}")
+            lines += _decision_lines(a, d)
+        lines.append(f"  outcome: {outcome(a)}")
         if a["failure"]:
             for p in a["failure"]["patterns"]:
                 lines.append(f"    failure pattern {p['id']} ({p['name']}): {p['remedy']}")
@@ -113,13 +204,43 @@ def render_text(audit: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _headline(a: dict[str, Any]) -> str:
+def _decision_lines(a: dict[str, Any], d: dict[str, Any]) -> list[str]:
+    shown = [o for o in d["observations"] if o["available"]]
+    lines = [f"  observations: {len(shown)} measured or extracted, {len(d['observations']) - len(shown)} unavailable"]
+    for b in d["matched"]:
+        held = "; ".join(f"{c['text']} (observed {c['observed']!r})" for c in b["conditions"])
+        lines.append(f"  conditions matched -> bottleneck {b['bottleneck']}: {held}")
+    if d["selected"]:
+        s = d["selected"]
+        lines.append(f"  selected: {s['technique']} for {s['bottleneck'] or '(fallback)'} [{d['tier']}] - {d['case']}")
+    for g in d["rejected_groups"]:
+        if g["collapsed"]:
+            names = [i["technique"] for i in g["items"]]
+            lines.append(f"  rejected ({g['title']}): {len(names)} technique(s): {names_line(names)}")
+        else:
+            lines += [f"  rejected ({g['title']}): {', '.join(line['techniques'])}: {line['why']}"
+                      for line in g["lines"]]
+    for e in d["evidence"]:
+        lines.append(f"    evidence ({e['about']}): \"{_short(e['quote'], 160)}\" - {e['source']}"
+                     f"{', ' + e['location'] if e['location'] else ''}")
+    return lines
+
+
+def representativeness_note(representative: bool | None) -> str:
+    if representative is False:
+        return "timings not representative: measured without a GPU (Triton's interpreter on the CPU)"
+    if representative is None:
+        return "whether the timings are representative is unknown: the run directory has no reviews"
+    return ""
+
+
+def headline(a: dict[str, Any]) -> str:
     parent = "" if a["parent"] is None else f" from attempt {a['parent']}"
     added = f" +{a['technique']}" if a["technique"] else ""
     return f"attempt {a['n']}: {a['kind']}{added}{parent}  [{a['code_hash']}]"
 
 
-def _outcome(a: dict[str, Any]) -> str:
+def outcome(a: dict[str, Any]) -> str:
     if a["status"] == "verified":
         return f"verified, {a['speedup']:.3f}x the reference" if a["speedup"] is not None else "verified"
     if a["failure"]:
@@ -130,118 +251,3 @@ def _outcome(a: dict[str, Any]) -> str:
 def _short(text: str, limit: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# --- HTML ---------------------------------------------------------------------------------------
-
-COLOURS = {"Attempt": "#4c78a8", "Decision": "#f58518", "Bottleneck": "#e45756", "Condition": "#72b7b2",
-           "Selected": "#54a24b", "Rejected": "#9d9d9d", "Evidence": "#b279a2", "Failure": "#d62728",
-           "FailurePattern": "#ff9da6"}
-LAYERS = {"Attempt": 0, "Failure": 1, "Decision": 1, "Bottleneck": 2, "Selected": 2, "Rejected": 3,
-          "FailurePattern": 2, "Condition": 3, "Evidence": 3}
-
-
-def decision_graph(a: dict[str, Any]) -> Any:
-    """The attempt's decision subgraph as a networkx DiGraph (node attr: kind, label, title)."""
-    import networkx as nx
-
-    g = nx.DiGraph()
-    g.add_node(a["id"], kind="Attempt", label=f"attempt {a['n']}", title=_outcome(a))
-    d = a["decision"]
-    if d:
-        g.add_node(d["id"], kind="Decision", label=f"decision ({d['tier']})", title=d["case"])
-        g.add_edge(a["id"], d["id"], label="DECIDED_BY")
-        for b in d["matched"]:
-            g.add_node(b["bottleneck"], kind="Bottleneck", label=b["bottleneck"], title=b["name"])
-            g.add_edge(d["id"], b["bottleneck"], label="MATCHED")
-            for c in b["conditions"]:
-                g.add_node(c["id"], kind="Condition", label=_short(c["text"], 28),
-                           title=f"{c['text']} (observed {c['observed']!r})")
-                g.add_edge(b["bottleneck"], c["id"], label="DETECTED_BY")
-        if d["selected"]:
-            t = d["selected"]["technique"]
-            g.add_node(t, kind="Selected", label=t, title=f"selected: {d['case']}")
-            g.add_edge(d["id"], t, label="SELECTED")
-        for r in d["rejected"]:
-            g.add_node(r["technique"], kind="Rejected", label=r["technique"], title=r["reason"])
-            g.add_edge(d["id"], r["technique"], label="REJECTED")
-        for i, e in enumerate(d["evidence"]):
-            node = f"ev{i}:{e['about']}"
-            g.add_node(node, kind="Evidence", label=_short(e["source"] or "evidence", 24),
-                       title=f"\"{e['quote']}\" ({e['source']}, {e['location']})")
-            g.add_edge(e["about"], node, label="SUPPORTED_BY")
-    if a["failure"]:
-        fid = f"failure:{a['id']}"
-        g.add_node(fid, kind="Failure", label=f"failure: {a['failure']['class']}", title=a["failure"]["message"] or "")
-        g.add_edge(a["id"], fid, label="FAILED_WITH")
-        for p in a["failure"]["patterns"]:
-            g.add_node(p["id"], kind="FailurePattern", label=p["id"], title=p["remedy"] or "")
-            g.add_edge(fid, p["id"], label="MATCHES")
-    return g
-
-
-def _svg(g: Any, width: int = 960, height: int = 420) -> str:
-    import networkx as nx
-
-    for node, data in g.nodes(data=True):
-        data["layer"] = LAYERS[data["kind"]]
-    pos = nx.multipartite_layout(g, subset_key="layer") if len(g) > 1 else {n: (0.0, 0.0) for n in g}
-    xs = [p[0] for p in pos.values()]
-    ys = [p[1] for p in pos.values()]
-    span_x, span_y = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
-
-    def at(node: str) -> tuple[float, float]:
-        x, y = pos[node]
-        return 90 + (x - min(xs)) / span_x * (width - 180), 30 + (y - min(ys)) / span_y * (height - 60)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif">']
-    for u, v in g.edges():
-        (x1, y1), (x2, y2) = at(u), at(v)
-        colour = "#c44" if g.nodes[v]["kind"] == "Rejected" else "#999"
-        parts.append(f'<line x1="{x1:.0f}" y1="{y1:.0f}" x2="{x2:.0f}" y2="{y2:.0f}" stroke="{colour}" />')
-    for node, data in g.nodes(data=True):
-        x, y = at(node)
-        parts.append(f'<g><title>{html.escape(data["title"])}</title>'
-                     f'<circle cx="{x:.0f}" cy="{y:.0f}" r="7" fill="{COLOURS[data["kind"]]}" />'
-                     f'<text x="{x + 10:.0f}" y="{y + 4:.0f}" font-size="11">{html.escape(data["label"])}</text></g>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def render_html(audit: dict[str, Any]) -> str:
-    """One self-contained page: per attempt, the decision subgraph drawn and the text beside it."""
-    legend = " ".join(f'<span style="color:{c}">&#9679;</span> {k}' for k, c in COLOURS.items())
-    body = [f"<h1>kskill audit: {html.escape(audit['run'])}</h1>",
-            f"<p>problem <code>{html.escape(str(audit['problem']))}</code>, status {html.escape(str(audit['status']))}</p>",
-            f"<p>{legend}</p>"]
-    for a in audit["attempts"]:
-        g = decision_graph(a)
-        height = max(160, 34 * max(1, max(_layer_sizes(g).values(), default=1)))
-        body.append(f"<h2>{html.escape(_headline(a))}</h2><p>{html.escape(_outcome(a))}</p>")
-        body.append(_svg(g, height=min(height, 1200)))
-        d = a["decision"]
-        if d:
-            rows = "".join(f"<tr><td>{html.escape(r['technique'])}</td><td>{html.escape(r['reason'])}</td></tr>"
-                           for r in d["rejected"])
-            body.append(f"<p><b>selected</b> {html.escape(str((d['selected'] or {}).get('technique')))}: "
-                        f"{html.escape(d['case'] or '')}</p>")
-            body += [f"<blockquote>{html.escape(e['quote'])}<br><small>{html.escape(str(e['source']))} "
-                     f"{html.escape(e['location'] or '')}</small></blockquote>" for e in d["evidence"]]
-            body.append(f"<details><summary>rejected ({len(d['rejected'])})</summary>"
-                        f"<table>{rows}</table></details>")
-    name, value = next(iter(audit["cypher"]["params"].items()))
-    body.append(f"<h2>In Neo4j Browser</h2><pre>:param {name} => '{html.escape(value)}'\n"
-                f"{html.escape(audit['cypher']['query'])}</pre>")
-    style = ("body{font-family:sans-serif;max-width:1000px;margin:2em auto}"
-             "blockquote{color:#555;border-left:3px solid #b279a2;padding-left:8px}"
-             "td{border-bottom:1px solid #eee;padding:2px 8px;font-size:90%}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>kskill audit {html.escape(audit['run'])}"
-            f"</title><style>{style}</style></head><body>{''.join(body)}</body></html>")
-
-
-def _layer_sizes(g: Any) -> dict[int, int]:
-    sizes: dict[int, int] = {}
-    for _, data in g.nodes(data=True):
-        sizes[LAYERS[data["kind"]]] = sizes.get(LAYERS[data["kind"]], 0) + 1
-    return sizes
-

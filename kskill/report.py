@@ -10,7 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kskill.run_state import RunState
+from kskill.agents.brains.base import Usage
+from kskill.plots import Point, speedup_plot
+from kskill.run_state import AttemptRecord, RunState
 
 MODEL_FILE = "model_new.py"
 REPORT_FILE = "report.md"
@@ -30,6 +32,7 @@ def summary(state: RunState) -> dict[str, Any]:
         "fastest_verified": None if fastest is None else {"attempt": fastest.n, "speedup": fastest.speedup},
         "timings_representative": state.timings_representative, "model_new": str(state.out_dir / MODEL_FILE),
         "report": str(state.out_dir / REPORT_FILE), "usage": asdict(state.total_usage), "learned": state.learned,
+        "usage_by_agent": usage_by_agent(state),
         "trajectory": [trajectory_row(state, n) for n in sorted(state.attempts)],
     }
 
@@ -50,8 +53,15 @@ def trajectory_row(state: RunState, n: int) -> dict[str, Any]:
     a = state.attempts[n]
     return {"n": a.n, "kind": a.kind, "parent": a.parent, "technique": a.technique, "bottleneck": a.bottleneck,
             "status": a.status, "speedup": a.speedup, "confirmed_speedup": a.confirmed_speedup,
-            "runtime_ms": a.runtime_ms, "code_hash": a.code_hash,
-            "failure": a.failure[:200], "tokens": a.usage.tokens}
+            "runtime_ms": a.runtime_ms, "reference_ms": reference_ms(a), "code_hash": a.code_hash,
+            "failure": a.failure[:200], "tokens": a.usage.tokens,
+            "fallback": a.fallback.record() if a.fallback else None}
+
+
+def reference_ms(a: AttemptRecord) -> float | None:
+    """The reference's median time in the attempt's own review: what its speedup is relative to."""
+    timing = a.review.timing if a.review else None
+    return timing.reference.median_ms if timing else None
 
 
 def write_artifacts(state: RunState) -> None:
@@ -64,36 +74,13 @@ def write_artifacts(state: RunState) -> None:
 
 
 def plot_speedups(state: RunState, path: Path) -> bool:
-    """Each reviewed attempt's speedup and the best so far, by iteration; False when nothing was timed."""
-    points = [(a.n, a.speedup if a.verified else None) for a in sorted(state.attempts.values(), key=lambda a: a.n)
+    """Each reviewed attempt's speedup, labelled with what it added, and the best so far; False when
+    nothing was timed."""
+    points = [Point(a.n, a.speedup if a.verified else None, a.technique or a.kind)
+              for a in sorted(state.attempts.values(), key=lambda a: a.n)
               if a.kind != "reference" and a.status != "pending"]
-    if not any(s is not None for _, s in points):
-        return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    best, running = [], 1.0
-    for _, s in points:
-        running = max(running, s or 0.0)
-        best.append(running)
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
-    ok = [(n, s) for n, s in points if s is not None]
-    failed = [n for n, s in points if s is None]
-    ax.plot([n for n, _ in points], best, "-", color="tab:blue", label="best so far (reference = 1)")
-    ax.scatter([n for n, _ in ok], [s for _, s in ok], color="tab:green", zorder=3, label="verified attempt")
-    if failed:
-        ax.scatter(failed, [0.0] * len(failed), marker="x", color="tab:red", zorder=3, label="failed attempt")
-    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-    ax.set_xlabel("attempt")
-    ax.set_ylabel("speedup vs reference")
-    ax.set_title(f"{state.problem.name}: speedup per attempt")
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    title = f"{state.problem.name}: speedup per attempt"
+    return bool(speedup_plot(points, title, state.timings_representative, path))
 
 
 def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str:
@@ -108,21 +95,57 @@ def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str
         f"- LLM usage: {usage.tokens} tokens in {usage.calls} call(s) ({usage.cached} cached), ${usage.cost_usd:.4f}",
         f"- skill base: {state.learned}", "",
         "## Trajectory", "",
-        "| # | kind | parent | technique | bottleneck | status | speedup | re-timed | runtime ms | code |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| # | kind | parent | technique | bottleneck | status | speedup | re-timed | runtime ms | reference ms | code |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in data["trajectory"]:
         speedup = f"{row['speedup']:.3f}x" if row["speedup"] is not None else "-"
         confirmed = f"{row['confirmed_speedup']:.3f}x" if row["confirmed_speedup"] is not None else "-"
         runtime = f"{row['runtime_ms']:.4f}" if row["runtime_ms"] is not None else "-"
+        reference = f"{row['reference_ms']:.4f}" if row["reference_ms"] is not None else "-"
         parent = "-" if row["parent"] is None else str(row["parent"])
         lines.append(f"| {row['n']} | {row['kind']} | {parent} | {row['technique'] or '-'} | "
-                     f"{row['bottleneck'] or '-'} | {row['status']} | {speedup} | {confirmed} | {runtime} | `{row['code_hash']}` |")
+                     f"{row['bottleneck'] or '-'} | {row['status']} | {speedup} | {confirmed} | {runtime} | {reference} | `{row['code_hash']}` |")
+    lines += ["", "Each review times the reference again, interleaved with the candidate: `reference ms` is the "
+              "time its speedup is relative to, and shows how much the reference's own time moved."]
     failures = [r for r in data["trajectory"] if r["failure"]]
     if failures:
         lines += ["", "## Failures", ""]
         lines += [f"- attempt {r['n']} ({r['status']}): {r['failure']}" for r in failures]
+    if usage.calls or usage.failed:
+        lines += llm_section(data)
     if plotted:
         lines += ["", "## Speedup per attempt", "", f"![speedup per attempt]({PLOT_FILE})"]
     lines += ["", f"`kskill audit {state.run_id}` explains each decision from the graph.", ""]
     return "\n".join(lines)
+
+
+# --- the LLM's account ------------------------------------------------------------------------
+
+AGENT_OF_KIND = {"seed": "generator", "optimize": "optimizer", "repair": "repairer"}
+
+
+def usage_by_agent(state: RunState) -> dict[str, dict[str, Any]]:
+    """Tokens, cost and calls of each agent, from the attempts it wrote; `other` holds what no
+    attempt carries (calls of a step that ended its branch without a candidate)."""
+    per = {agent: Usage() for agent in AGENT_OF_KIND.values()}
+    for a in state.attempts.values():
+        if a.kind in AGENT_OF_KIND:
+            per[AGENT_OF_KIND[a.kind]] += a.usage
+    per["other"] = state.total_usage - sum(per.values(), Usage())
+    return {agent: {**asdict(u), "tokens": u.tokens} for agent, u in per.items()}
+
+
+def llm_section(data: dict[str, Any]) -> list[str]:
+    lines = ["", "## LLM usage", "",
+             "| agent | calls | cached | failed requests | prompt tokens | completion tokens | cost USD |",
+             "|---|---|---|---|---|---|---|"]
+    for agent, u in data["usage_by_agent"].items():
+        lines.append(f"| {agent} | {u['calls']} | {u['cached']} | {u['failed']} | {u['prompt_tokens']} | "
+                     f"{u['completion_tokens']} | {u['cost_usd']:.4f} |")
+    fallbacks = [r for r in data["trajectory"] if r["fallback"]]
+    if fallbacks:
+        lines += ["", "Candidates the fallback brain wrote because the LLM's reply or endpoint failed:", ""]
+        lines += [f"- attempt {r['n']} ({r['kind']}): {r['fallback']['brain']} wrote it; the LLM failed "
+                  f"({r['fallback']['reason']}): {r['fallback']['message'][:160]}" for r in fallbacks]
+    return lines

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kskill.agents.brains.base import Draft, TrajectoryStep, Usage
+from kskill.agents.brains.base import Draft, Fallback, TrajectoryStep, Usage
 from kskill.agents.features import Features
 from kskill.agents.planner import MIN_GAIN
 from kskill.agents.problem import Problem, load_problem
@@ -74,6 +74,7 @@ class AttemptRecord:
     failure: str = ""
     review: Review | None = None
     usage: Usage = Usage()  # what the brain spent writing this candidate
+    fallback: Fallback | None = None  # the LLM's reply failed and this brain wrote the candidate instead
 
     @property
     def verified(self) -> bool:
@@ -91,8 +92,9 @@ class AttemptRecord:
         return TrajectoryStep(self.n, self.kind, self.technique, self.status, self.speedup, self.failure)
 
     def graph_params(self) -> str:
+        fallback = {"fallback": self.fallback.record()} if self.fallback else {}
         return json.dumps({"techniques": list(self.techniques), "params": self.params,
-                           "usage": asdict(self.usage)}, sort_keys=True)
+                           "usage": asdict(self.usage), **fallback}, sort_keys=True)
 
 
 @dataclass
@@ -191,6 +193,8 @@ def save_candidate(state: RunState, record: AttemptRecord) -> Path:
     folder = state.attempt_dir(record.n)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "candidate.py").write_text(record.source)
+    if record.fallback and record.fallback.reply:
+        (folder / "llm_reply.txt").write_text(record.fallback.reply)  # what the LLM said instead
     return folder
 
 
@@ -240,7 +244,8 @@ def load_state(trajectory: Trajectory, run_id: str) -> RunState:
             decision=row["decision"], status=a["status"], correct=a.get("correct"), speedup=a.get("speedup"),
             runtime_ms=a.get("runtime_ms"), confirmed_speedup=a.get("confirmed_speedup"),
             failure=row["failure_message"] or "",
-            usage=Usage(**row["params"].get("usage", {})))
+            usage=Usage(**row["params"].get("usage", {})),
+            fallback=Fallback(**row["params"]["fallback"]) if row["params"].get("fallback") else None)
         state.attempts[record.n] = record
         _load_files(state, record)
         state.previous_usage += record.usage

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kskill.agents.brains import Brain, LlmBrain, LlmBudget, RecipeBrain, open_client
+from kskill.agents.brains import Brain, RecipeBrain
 from kskill.agents.diagnoser import Diagnoser
 from kskill.agents.generator import Generator
 from kskill.agents.optimizer import Optimizer
@@ -38,9 +38,9 @@ def new_run_id(problem_name: str) -> str:
 def make_brain(settings: Settings, config: LoopConfig) -> Brain:
     if config.brain == "recipes":
         return RecipeBrain()
-    client = open_client(settings.openai_base_url, settings.openai_api_key)
-    return LlmBrain(client, settings.llm_model, cache_dir=settings.home / "llm-cache",
-                    budget=LlmBudget(max_tokens=config.max_tokens, max_cost_usd=config.max_cost_usd))
+    from kskill.llm_settings import llm_brain
+
+    return llm_brain(settings, config.max_tokens, config.max_cost_usd)
 
 
 def _retrieval(store: GraphStore, settings: Settings, via: str) -> Any:

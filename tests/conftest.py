@@ -28,11 +28,34 @@ def _private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 
 @pytest.fixture(scope="session")
 def graph_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    home = tmp_path_factory.mktemp("graph-home")
-    yield home
+    """The session's embedded server. The session holds a client on it throughout: otherwise the
+    last store of each test to close would stop the server, and the next test would start it again
+    and replay its whole append-only file."""
     from kskill.graph_schema.embedded import EmbeddedServer
+    from kskill.graph_schema.store import open_store
 
-    EmbeddedServer(home / "graph").shutdown()
+    home = tmp_path_factory.mktemp("graph-home")
+    open_store("embedded", home, graph_name="session").close()  # creates the data directory and its marker
+    server = EmbeddedServer(home / "graph")
+    server.attach()
+    yield home
+    server.detach()
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def home_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The embedded server of the private KSKILL_HOME, held for the session, for tests that run
+    commands in-process (each command opens and closes the store, which would stop the server)."""
+    from kskill.graph_schema.embedded import EmbeddedServer
+    from kskill.graph_schema.store import open_store
+
+    home = tmp_path_factory.getbasetemp() / "kskill-home"
+    open_store("embedded", home).close()
+    server = EmbeddedServer(home / "graph")
+    server.attach()
+    yield home
+    server.detach()
 
 
 @pytest.fixture

@@ -2,14 +2,17 @@
 (deterministic, the default, no network) and `llm` (any OpenAI-compatible endpoint)."""
 
 from kskill.agents.brains.base import (
-    Brain, BrainError, BrainUnavailable, BudgetExhausted, CannotRepair, Draft, NoUsableCode, OptimizeTask,
-    RepairTask, SeedTask, TrajectoryStep, Usage)
-from kskill.agents.brains.extract import extract_code
-from kskill.agents.brains.llm import LlmBrain, LlmBudget, RetryPolicy, open_client
+    ENDPOINT_FAILURES, REPLY_FAILURES, Brain, BrainError, BrainUnavailable, BudgetExhausted, CannotRepair, Draft,
+    EndpointRefused, Fallback, NoUsableCode, OptimizeTask, PromptTooLong, RepairTask, SeedTask, TrajectoryStep, Usage)
+from kskill.agents.brains.endpoint import ChatEndpoint, LlmBudget, Reply, RetryPolicy, open_client
+from kskill.agents.brains.extract import extract_code, screen_reply
+from kskill.agents.brains.llm import LlmBrain
+from kskill.agents.brains.prompts import PromptBudget
 
-__all__ = ["Brain", "BrainError", "BrainUnavailable", "BudgetExhausted", "CannotRepair", "Draft", "LlmBrain",
-           "LlmBudget", "NoUsableCode", "OptimizeTask", "RecipeBrain", "RepairTask", "RetryPolicy", "SeedTask",
-           "TrajectoryStep", "Usage", "extract_code", "open_client"]
+__all__ = ["ENDPOINT_FAILURES", "REPLY_FAILURES", "Brain", "BrainError", "BrainUnavailable", "BudgetExhausted",
+           "CannotRepair", "ChatEndpoint", "Draft", "EndpointRefused", "Fallback", "LlmBrain", "LlmBudget",
+           "NoUsableCode", "OptimizeTask", "PromptBudget", "PromptTooLong", "RecipeBrain", "RepairTask", "Reply",
+           "RetryPolicy", "SeedTask", "TrajectoryStep", "Usage", "extract_code", "open_client", "screen_reply"]
 
 
 def __getattr__(name: str):

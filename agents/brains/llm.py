@@ -1,68 +1,38 @@
-"""The LLM brain: chat completions from any OpenAI-compatible endpoint through `openai`.
+"""The LLM brain: candidates written by a model behind any OpenAI-compatible endpoint.
 
-Around each call: a response cache keyed by the prompt's hash (under KSKILL_HOME, so a
-repeated run costs nothing), a per-run budget of tokens and cost checked before every call,
-and retries with exponential backoff (honouring Retry-After) on rate limits, server errors,
-timeouts and dropped connections. Other client errors (bad key, unknown model) fail at once.
-The client is passed in, so tests script it; nothing here reaches the network by itself.
+Each task becomes a prompt (prompts.py) within its token budget, one call through the
+ChatEndpoint (cache, budget, retries, accounting), and a screened reply
+(extract.screen_reply): a reply that is empty, prose, code that does not parse, code without
+ModelNew, a shortcut the Reviewer would reject, or cut off at its token limit is a classified
+failure before anything runs. So is an endpoint that keeps failing, refuses the request, or a
+prompt that cannot fit.
+
+With a fallback brain (the recipe brain, as `kskill optimize --brain llm` wires it), such a
+failure does not cost the step: the fallback writes the candidate, and the Draft says so
+(`Draft.fallback`: which brain, why, and the refused reply) for the trajectory. Where the
+fallback cannot write one either, the LLM's classified failure is raised. After
+`ENDPOINT_STRIKES` endpoint failures in a row the endpoint is not called again in this run.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kskill.agents.brains import prompts
 from kskill.agents.brains.base import (
-    BrainError, BrainUnavailable, BudgetExhausted, Draft, OptimizeTask, RepairTask, SeedTask, Usage)
-from kskill.agents.brains.extract import extract_code
+    Brain, BrainError, BrainUnavailable, BudgetExhausted, Draft, EndpointRefused, Fallback, NoUsableCode, OptimizeTask,
+    PromptTooLong, RepairTask, SeedTask, Usage)
+from kskill.agents.brains.endpoint import ChatEndpoint, LlmBudget, RetryPolicy
+from kskill.agents.brains.extract import screen_reply
+from kskill.agents.errors import AgentError
 
 log = logging.getLogger(__name__)
-RETRYABLE_STATUS = (408, 409, 429)
-
-
-@dataclass(frozen=True)
-class LlmBudget:
-    """Limits of one run; prices (USD per million tokens) turn tokens into cost, 0 when unknown."""
-
-    max_tokens: int = 400_000
-    max_cost_usd: float | None = None
-    prompt_usd_per_mtok: float = 0.0
-    completion_usd_per_mtok: float = 0.0
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.prompt_usd_per_mtok + completion_tokens * self.completion_usd_per_mtok) / 1e6
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 5  # calls in all, the first included
-    base_delay_s: float = 1.0
-    max_delay_s: float = 30.0
-
-    def delay(self, retry: int, exc: BaseException) -> float:
-        after = _retry_after(exc)
-        if after is not None:
-            return min(after, self.max_delay_s)
-        return min(self.base_delay_s * 2 ** retry * (1 + 0.25 * random.random()), self.max_delay_s)
-
-
-def open_client(base_url: str, api_key: str, timeout_s: float = 120.0) -> Any:
-    """An `openai.OpenAI` client for an OpenAI-compatible endpoint; retries are ours, not the client's."""
-    if not base_url and not api_key:
-        raise BrainError("the llm brain needs an endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY if it "
-                         "asks for one) and KSKILL_LLM_MODEL, or use --brain recipes")
-    import openai
-
-    return openai.OpenAI(base_url=base_url or None, api_key=api_key or "not-needed", max_retries=0,
-                         timeout=timeout_s)
+ENDPOINT_STRIKES = 2  # endpoint failures in a row after which the run stops calling it
 
 
 class LlmBrain:
@@ -70,144 +40,70 @@ class LlmBrain:
 
     def __init__(self, client: Any, model: str, *, cache_dir: Path | None = None, budget: LlmBudget = LlmBudget(),
                  retry: RetryPolicy = RetryPolicy(), temperature: float = 0.0, max_completion_tokens: int = 8192,
+                 prompt_budget: prompts.PromptBudget = prompts.PromptBudget(), fallback: Brain | None = None,
                  sleep: Callable[[float], None] = time.sleep):
-        if not model:
-            raise BrainError("the llm brain needs a model name: set KSKILL_LLM_MODEL (or llm_model in kskill.toml)")
-        self.client, self.model = client, model
-        self.cache_dir = cache_dir
-        self.budget, self.retry = budget, retry
-        self.temperature, self.max_completion_tokens = temperature, max_completion_tokens
-        self.sleep = sleep
-        self.used = Usage()
+        self.endpoint = ChatEndpoint(client, model, cache_dir=cache_dir, budget=budget, retry=retry,
+                                     temperature=temperature, max_reply_tokens=max_completion_tokens, sleep=sleep)
+        self.prompt_budget = prompt_budget
+        self.fallback = fallback
+        self.strikes = 0  # endpoint failures in a row
+
+    @property
+    def used(self) -> Usage:
+        return self.endpoint.used
 
     # -- the Brain interface ---------------------------------------------------------------
 
     def seed(self, task: SeedTask) -> Draft:
-        return self._draft(prompts.seed_messages(task), ())
+        return self._write("seed", lambda: prompts.seed_messages(task, self.prompt_budget), (),
+                           lambda brain: brain.seed(task))
 
     def optimize(self, task: OptimizeTask) -> Draft:
-        return self._draft(prompts.optimize_messages(task), (*task.parent.techniques, task.technique))
+        return self._write("optimize", lambda: prompts.optimize_messages(task, self.prompt_budget),
+                           (*task.parent.techniques, task.technique), lambda brain: brain.optimize(task))
 
     def repair(self, task: RepairTask) -> Draft:
-        return self._draft(prompts.repair_messages(task), task.draft.techniques)
+        return self._write("repair", lambda: prompts.repair_messages(task, self.prompt_budget), task.draft.techniques,
+                           lambda brain: brain.repair(task))
 
     def can_apply(self, problem_source: str, technique: str) -> tuple[bool, str]:
         return True, ""  # a model can attempt any technique; the Reviewer judges the result
 
-    # -- calls -------------------------------------------------------------------------------
+    # -- one step --------------------------------------------------------------------------
 
-    def _draft(self, messages: list[dict[str, str]], techniques: tuple[str, ...]) -> Draft:
-        text, _ = self.complete(messages)
-        return Draft(source=extract_code(text), techniques=techniques)
-
-    def complete(self, messages: list[dict[str, str]]) -> tuple[str, Usage]:
-        """The reply text for `messages`, from the cache or the endpoint, with what it cost."""
-        key = prompt_hash(self.model, self.temperature, messages)
-        cached = self._cache_read(key)
-        if cached is not None:
-            usage = Usage(calls=1, cached=1)
-            self.used += usage
-            return cached, usage
-        self._check_budget()
-        response = self._call_with_retries(messages)
-        text = _reply_text(response)
-        prompt_tokens, completion_tokens = _token_counts(response, messages, text)
-        usage = Usage(prompt_tokens, completion_tokens, self.budget.cost(prompt_tokens, completion_tokens), calls=1)
-        self.used += usage
-        if text:
-            self._cache_write(key, text)
-        return text, usage
-
-    def _check_budget(self) -> None:
-        if self.used.tokens >= self.budget.max_tokens:
-            raise BudgetExhausted(f"the run's LLM token budget is spent ({self.used.tokens} of "
-                                  f"{self.budget.max_tokens} tokens)")
-        if self.budget.max_cost_usd is not None and self.used.cost_usd >= self.budget.max_cost_usd:
-            raise BudgetExhausted(f"the run's LLM cost budget is spent (${self.used.cost_usd:.4f} of "
-                                  f"${self.budget.max_cost_usd:.4f})")
-
-    def _call_with_retries(self, messages: list[dict[str, str]]) -> Any:
-        last: BaseException | None = None
-        for attempt in range(self.retry.attempts):
-            try:
-                return self.client.chat.completions.create(
-                    model=self.model, messages=messages, temperature=self.temperature,
-                    max_tokens=self.max_completion_tokens)
-            except Exception as exc:  # the client's errors are classified, not swallowed
-                if not retryable(exc):
-                    raise BrainError(f"the LLM endpoint refused the request: {type(exc).__name__}: {exc}") from exc
-                last = exc
-                if attempt + 1 < self.retry.attempts:
-                    delay = self.retry.delay(attempt, exc)
-                    log.info("LLM call failed (%s); retrying in %.1f s", type(exc).__name__, delay)
-                    self.sleep(delay)
-        raise BrainUnavailable(f"the LLM endpoint kept failing after {self.retry.attempts} calls: "
-                               f"{type(last).__name__}: {last}") from last
-
-    def _cache_path(self, key: str) -> Path | None:
-        return self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir else None
-
-    def _cache_read(self, key: str) -> str | None:
-        path = self._cache_path(key)
-        if path is None or not path.is_file():
-            return None
+    def _write(self, task: str, messages: Callable[[], list[dict[str, str]]], techniques: tuple[str, ...],
+               instead: Callable[[Brain], Draft]) -> Draft:
+        """The model's candidate for one task, or the fallback's with the model's classified failure."""
         try:
-            return json.loads(path.read_text())["text"]
-        except (OSError, ValueError, KeyError):
-            return None  # a torn cache entry is a miss, not an error
+            if self.strikes >= ENDPOINT_STRIKES:
+                raise BrainUnavailable(f"the LLM endpoint failed {self.strikes} calls in a row; it is not called "
+                                       "again in this run", reason="endpoint_down")
+            try:
+                reply = self.endpoint.complete(messages())
+            except (BrainUnavailable, EndpointRefused):
+                self.strikes += 1
+                raise
+            self.strikes = 0
+            return Draft(source=screen_reply(reply.text, reply.truncated), techniques=techniques)
+        except BudgetExhausted:
+            raise  # the run's budget ends the run, not the step
+        except (NoUsableCode, BrainUnavailable, EndpointRefused, PromptTooLong) as exc:
+            return self._fall_back(task, exc, instead)
 
-    def _cache_write(self, key: str, text: str) -> None:
-        path = self._cache_path(key)
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"model": self.model, "text": text}))
-        tmp.replace(path)
-
-
-def prompt_hash(model: str, temperature: float, messages: list[dict[str, str]]) -> str:
-    text = json.dumps({"model": model, "temperature": temperature, "messages": messages}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def retryable(exc: BaseException) -> bool:
-    """Rate limits, server errors, timeouts and dropped connections are worth another try."""
-    if isinstance(exc, (TimeoutError, ConnectionError)):
-        return True
-    try:
-        import openai
-    except ImportError:  # pragma: no cover - openai is a dependency
-        openai = None
-    if openai is not None and isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status in RETRYABLE_STATUS or status >= 500)
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    try:
-        value = headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _reply_text(response: Any) -> str:
-    """The first choice's text; empty when the endpoint sent none (extraction then says so)."""
-    try:
-        return response.choices[0].message.content or ""
-    except (AttributeError, IndexError, TypeError):
-        return ""
-
-
-def _token_counts(response: Any, messages: list[dict[str, str]], text: str) -> tuple[int, int]:
-    """Tokens as the endpoint reports them; about four characters a token when it reports none."""
-    usage = getattr(response, "usage", None)
-    prompt = getattr(usage, "prompt_tokens", None)
-    completion = getattr(usage, "completion_tokens", None)
-    if isinstance(prompt, int) and isinstance(completion, int):
-        return prompt, completion
-    return sum(len(m["content"]) for m in messages) // 4 + 1, len(text) // 4 + 1
+    def _fall_back(self, task: str, exc: BrainError, instead: Callable[[Brain], Draft]) -> Draft:
+        """The fallback brain's draft, marked with why the model's was not used; else `exc` itself."""
+        reason = getattr(exc, "reason", exc.failure_class)
+        if self.fallback is None:
+            raise exc
+        try:
+            draft = instead(self.fallback)
+        except AgentError as declined:  # RecipeNotApplicable, CannotRepair, ...
+            log.info("the %s brain cannot stand in for the LLM's %s (%s): %s", self.fallback.name, task, reason,
+                     declined)
+            if isinstance(exc, BrainUnavailable):  # the branch ends, not the run: the next step may fall back
+                raise BrainError(f"{exc}; the {self.fallback.name} brain cannot stand in: {declined}") from declined
+            raise exc from declined
+        log.info("%s: the LLM's reply failed (%s); the %s brain wrote this candidate", task, reason, self.fallback.name)
+        marked = Fallback(brain=self.fallback.name, reason=reason, message=str(exc),
+                          reply=getattr(exc, "reply", ""))
+        return replace(draft, fallback=marked)

@@ -49,7 +49,7 @@ def ingest(app: App, paths: tuple[Path, ...], include: tuple[str, ...], exclude:
                         on_written=lambda: refresh(retriever, store, settings.home))
     if as_json:
         report = ingestor.run(list(paths))
-        emit_json(report.as_dict())
+        emit_json({**report.as_dict(), **_llm_usage(extractor)})
         _exit_for(report)
         return
     console = Console(stderr=True)
@@ -62,6 +62,10 @@ def ingest(app: App, paths: tuple[Path, ...], include: tuple[str, ...], exclude:
 
         report = ingestor.run(list(paths), progress=step)
     _print_summary(report)
+    if extractor is not None:
+        u = extractor.endpoint.used
+        click.echo(f"LLM extractor: {u.tokens} tokens in {u.calls} call(s) ({u.cached} cached, {u.failed} failed "
+                   f"requests), ${u.cost_usd:.4f}")
     _exit_for(report)
 
 
@@ -76,14 +80,26 @@ def _exit_for(report: IngestReport) -> None:
 
 def _llm_extractor(app: App, store):
     from kskill.graph_schema import ingest_queries
-    from kskill.ingest.extract_llm import LLMExtractor, openai_client
+    from kskill.ingest.extract_llm import LLMExtractor
+    from kskill.llm_settings import llm_endpoint, llm_options
 
     s = app.settings
     if not s.llm_model:
         raise ConfigError("--brain llm needs an endpoint: set OPENAI_BASE_URL, OPENAI_API_KEY and KSKILL_LLM_MODEL")
     nodes = store.run(ingest_queries.SKILL_NODES)
     metrics = [r["id"] for r in store.run(ingest_queries.METRIC_NAMES)]
-    return LLMExtractor(openai_client(s.openai_base_url, s.openai_api_key), s.llm_model, nodes, metrics)
+    budget = llm_options(s).prompt_budget
+    return LLMExtractor(llm_endpoint(s), nodes, metrics, prompt_chars=int(budget.max_tokens * budget.chars_per_token))
+
+
+def _llm_usage(extractor) -> dict:
+    """The LLM extractor's tokens and cost, for --json (nothing with the rule extractor)."""
+    if extractor is None:
+        return {}
+    from dataclasses import asdict
+
+    used = extractor.endpoint.used
+    return {"llm_usage": {**asdict(used), "tokens": used.tokens}}
 
 
 def _print_summary(report: IngestReport) -> None:

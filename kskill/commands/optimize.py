@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kskill.app import App, emit_json, json_option, pass_app
+from kskill.app import RUN_ID, App, FiniteFloat, console, emit_json, json_option, pass_app
 from kskill.report import MODEL_FILE, REPORT_FILE, summary, verdict
 from kskill.run_state import LoopConfig
 
@@ -15,11 +15,36 @@ if TYPE_CHECKING:
     from kskill.loop import Progress
 
 DEFAULT = LoopConfig()  # the option defaults are the run settings' own
+NOT_REPRESENTATIVE = "(timings not representative: no GPU)"
 
 
-def _show(progress: Progress) -> None:
-    click.echo(f"[{progress.iteration:>2}/{progress.budget}] {progress.action:<72.72} "
-               f"best {progress.best_speedup:.3f}x (attempt {progress.best_n})", err=True)
+class Display:
+    """Each step of the run as one line on stderr, as wide as the terminal; remembers the run's id
+    so that an interrupted run can say how to resume it."""
+
+    def __init__(self) -> None:
+        self.console = console(stderr=True)
+        self.run_id = ""
+
+    def __call__(self, progress: Progress) -> None:
+        from rich.table import Table
+
+        self.run_id = progress.run_id or self.run_id
+        note = f" {NOT_REPRESENTATIVE}" if progress.representative is False else ""
+        line = Table.grid(expand=True, padding=(0, 1))
+        line.add_column(no_wrap=True)
+        line.add_column(ratio=1, overflow="fold")
+        line.add_column(no_wrap=True, justify="right")
+        line.add_row(f"[{progress.iteration:>2}/{progress.budget}]", progress.action,
+                     f"best {progress.best_speedup:.3f}x (attempt {progress.best_n}){note}")
+        self.console.print(line, markup=False, highlight=False)
+
+
+def resume_hint(run_id: str) -> str:
+    """What an interrupted run prints: the command that continues it."""
+    if run_id:
+        return f"run {run_id} interrupted; continue it with: kskill optimize --resume {run_id}"
+    return "interrupted before the first step; `kskill runs list` shows the run to pass to `kskill optimize --resume`"
 
 
 @click.command()
@@ -28,16 +53,16 @@ def _show(progress: Progress) -> None:
               help=f"Candidates to review in all: seed, optimizations, repairs.  [default: {DEFAULT.iterations}]")
 @click.option("--brain", type=click.Choice(["recipes", "llm"]), default=None,
               help="Who writes code (default: the brain setting, 'recipes').")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, writable=True, path_type=Path), default=None,
               help="Run directory (default: KSKILL_HOME/runs/RUN).")
-@click.option("--resume", "resume_id", default=None, metavar="RUN", help="Continue an interrupted run.")
-@click.option("--time-limit", type=click.FloatRange(min=1), default=DEFAULT.time_limit_s, show_default=True,
+@click.option("--resume", "resume_id", type=RUN_ID, default=None, metavar="RUN", help="Continue an interrupted run.")
+@click.option("--time-limit", type=FiniteFloat(min=1), default=DEFAULT.time_limit_s, show_default=True,
               help="Wall-time budget in seconds.")
 @click.option("--trials", type=click.IntRange(min=1), default=DEFAULT.trials, show_default=True,
               help="Correctness trials per candidate.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=DEFAULT.device, show_default=True)
-@click.option("--atol", type=click.FloatRange(min=0), default=None, help="Absolute tolerance (default per dtype).")
-@click.option("--rtol", type=click.FloatRange(min=0), default=None, help="Relative tolerance (default per dtype).")
+@click.option("--atol", type=FiniteFloat(min=0), default=None, help="Absolute tolerance (default per dtype).")
+@click.option("--rtol", type=FiniteFloat(min=0), default=None, help="Relative tolerance (default per dtype).")
 @click.option("--patience", type=click.IntRange(min=1), default=DEFAULT.patience, show_default=True,
               help=f"Stop after this many plans in a row gain less than {100 * (DEFAULT.min_gain - 1):.0f}%.")
 @click.option("--retrieval", type=click.Choice(["hybrid", "lexical", "off"]), default=DEFAULT.retrieval, show_default=True,
@@ -46,7 +71,7 @@ def _show(progress: Progress) -> None:
               help="Update the skill base's priors from the outcomes (auto: only from GPU timings).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=DEFAULT.max_tokens, show_default=True,
               help="LLM token budget of the run.")
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="LLM cost budget in USD.")
+@click.option("--max-cost", type=FiniteFloat(min=0), default=None, help="LLM cost budget in USD.")
 @click.option("--confirm", type=click.IntRange(min=0), default=DEFAULT.confirm, show_default=True,
               help="Fastest candidates timed against the reference again at the end (GPU timings only; "
                    "0: off). The returned model is the fastest of that re-timing.")
@@ -60,17 +85,26 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
     skill graph, optimize, repair, until a budget or an early stop. Writes model_new.py and report.md."""
     if (problem is None) == (resume_id is None):
         raise click.UsageError("give a PROBLEM file or --resume RUN (not both)")
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise click.BadParameter(f"{out_dir} exists and is not a directory", param_hint="--out")
+    from kskill.problem_check import runnable_problem
     from kskill.session import resume, start  # the loop imports torch
 
     store = app.store()
-    if resume_id:
-        state = resume(store, app.settings, resume_id, iterations=iterations, on_progress=_show)
-    else:
-        config = LoopConfig(
-            brain=brain or app.settings.brain, iterations=iterations or DEFAULT.iterations, time_limit_s=time_limit, trials=trials,
-            device=device, atol=atol, rtol=rtol, patience=patience, retrieval=retrieval, learn=learn,
-            max_tokens=max_tokens, max_cost_usd=max_cost, confirm=confirm)
-        state = start(store, app.settings, problem, config, out_dir, on_progress=_show)
+    show = Display()
+    try:
+        if resume_id:
+            state = resume(store, app.settings, resume_id, iterations=iterations, on_progress=show)
+        else:
+            config = LoopConfig(
+                brain=brain or app.settings.brain, iterations=iterations or DEFAULT.iterations, time_limit_s=time_limit,
+                trials=trials, device=device, atol=atol, rtol=rtol, patience=patience, retrieval=retrieval,
+                learn=learn, max_tokens=max_tokens, max_cost_usd=max_cost, confirm=confirm)
+            runnable_problem(problem, device, config.review_timeout_s)  # a reference that cannot run is an error
+            state = start(store, app.settings, problem, config, out_dir, on_progress=show)
+    except KeyboardInterrupt:
+        click.echo(resume_hint(show.run_id or resume_id or ""), err=True)
+        raise
     if as_json:
         emit_json(summary(state))
         return

@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 
-from kskill.app import App, json_option, pass_app
+from kskill.app import App, FiniteFloat, console, json_option, pass_app
+from kskill.agents.errors import AgentError
 from kskill.agents.observe import gather, read_observations_file
 from kskill.agents.planner import Plan, Planner
+from kskill.agents.problem import load_candidate
 
 path_type = click.Path(exists=True, dir_okay=False, path_type=Path)
+INT64 = range(-(2**63), 2**63)  # what the graph stores can hold as an integer
 
 
 @click.command()
@@ -20,51 +22,82 @@ path_type = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--observations", "observations_file", type=path_type,
               help="JSON object of metric -> value (vocabulary names or raw Nsight Compute names).")
 @click.option("--ncu-csv", type=path_type, help="An `ncu --csv --page raw` report of the kernel.")
-@click.option("--atol", type=float, default=None, help="Tolerance in force (default per dtype).")
-@click.option("--rtol", type=float, default=None)
+@click.option("--atol", type=FiniteFloat(min=0), default=None, help="Tolerance in force (default per dtype).")
+@click.option("--rtol", type=FiniteFloat(min=0), default=None)
 @click.option("--include-proposed", is_flag=True, help="Also consider ingested skills not yet reviewed.")
 @click.option("--record", is_flag=True, help="Write the Decision subgraph to the graph for auditing.")
 @json_option
 @pass_app
 def plan(app: App, problem: Path, candidate: Path | None, observations_file: Path | None, ncu_csv: Path | None,
          atol: float | None, rtol: float | None, include_proposed: bool, record: bool, as_json: bool) -> None:
-    """Which skill applies, and why: bottlenecks matched, technique selected, alternatives rejected."""
-    obs = gather(problem.read_text(encoding="utf-8"),
-                 candidate.read_text(encoding="utf-8") if candidate else None,
-                 measured=read_observations_file(observations_file) if observations_file else None,
-                 ncu_csv=ncu_csv.read_text(encoding="utf-8", errors="replace") if ncu_csv else None,
-                 atol=atol, rtol=rtol)
-    statuses = ("accepted", "proposed") if include_proposed else ("accepted",)
-    planner = Planner(app.store(), statuses=statuses)
-    decision = planner.plan(obs.to_params())
-    if record:
-        planner.record(decision)
+    """Which skill applies, and why: bottlenecks matched, technique selected, alternatives rejected.
+    The problem is checked first as `optimize` checks it: its reference must run on its own inputs."""
+    from kskill.problem_check import runnable_problem
+
+    with console(stderr=True).status("reading the inputs") as status:
+        measured = _measured(observations_file) if observations_file else None
+        candidate_source = _candidate_source(candidate) if candidate else None
+        report = _text(ncu_csv) if ncu_csv else None
+        status.update("running the reference once in the sandbox")
+        reference = runnable_problem(problem)
+        status.update("reading the code (torch.fx capture and static features)")
+        obs = gather(reference.source, candidate_source, measured=measured, ncu_csv=report, atol=atol, rtol=rtol)
+        status.update("opening the skill graph")
+        statuses = ("accepted", "proposed") if include_proposed else ("accepted",)
+        planner = Planner(app.store(), statuses=statuses)
+        status.update("evaluating the conditions in the skill graph")
+        decision = planner.plan(obs.to_params())
+        if record:
+            planner.record(decision)
     if as_json:
         click.echo(decision.to_json())
         return
     show_plan(decision, obs.unavailable)
 
 
+def _candidate_source(path: Path) -> str:
+    candidate = load_candidate(path)
+    if candidate.error:
+        raise AgentError(f"candidate {path}: {candidate.error}")
+    return candidate.source
+
+
+def _measured(path: Path) -> dict:
+    """The observations file, with every integer within what the graph can store."""
+    data = read_observations_file(path)
+    for metric, value in data.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value not in INT64:
+            raise AgentError(f"{path}: {metric} = {value} is out of range (a metric's integer fits in 64 bits)")
+    return data
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise AgentError(f"cannot read {path}: {exc.strerror}") from exc
+
+
 def show_plan(decision: Plan, unavailable: dict[str, str]) -> None:
-    console = Console()
+    out = console()
     style = "green" if decision.selected else "yellow"
-    console.print(f"[bold {style}]{decision.selected or 'no technique'}[/] ({decision.tier}): {decision.case}")
+    out.print(f"[bold {style}]{decision.selected or 'no technique'}[/] ({decision.tier}): {decision.case}")
     for b in decision.bottlenecks:
         if not b.matched and not any(c.held for c in b.checks):
             continue
         mark = "[green]matched[/]" if b.matched else "[dim]not matched[/]"
-        console.print(f"  {mark} {b.id}")
+        out.print(f"  {mark} {b.id}")
         for c in b.checks:
             verdict = {True: "holds", False: "fails", None: "not observed"}[c.held]
-            console.print(f"      {c.text}: {verdict}")
+            out.print(f"      {c.text}: {verdict}")
     for r in decision.ranked:
-        console.print(f"  rank {r.technique} via {r.bottleneck} (priority {r.priority}, "
+        out.print(f"  rank {r.technique} via {r.bottleneck} (priority {r.priority}, "
                       f"expected {r.expected_gain}x, prior {r.prior})")
     for r in decision.rejected:
-        console.print(f"  [red]rejected[/] {r.technique}: {r.reason}")
+        out.print(f"  [red]rejected[/] {r.technique}: {r.reason}")
     if decision.unavailable:
-        console.print(f"  [dim]not observed: {', '.join(decision.unavailable)}[/]")
+        out.print(f"  [dim]not observed: {', '.join(decision.unavailable)}[/]")
     reasons = sorted({unavailable[m] for m in decision.unavailable if m in unavailable})
     if reasons:
-        console.print(f"  [dim]why: {'; '.join(reasons)}[/]")
-    console.print(f"  decision id {decision.id} (observations: {len(decision.observations)})")
+        out.print(f"  [dim]why: {'; '.join(reasons)}[/]")
+    out.print(f"  decision id {decision.id} (observations: {len(decision.observations)})")

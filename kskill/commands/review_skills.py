@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from kskill.app import App, emit_json, json_option, pass_app
+from kskill.app import App, emit_json, console, json_option, pass_app, whole
 from kskill.ingest.review import decide_edge, decide_nodes, proposals
 
 
@@ -46,8 +45,9 @@ def review(app: App, accept_ids: tuple[str, ...], reject_ids: tuple[str, ...],
     if as_json:
         emit_json({"nodes": found.nodes, "edges": found.edges})
         return
-    console = Console()
+    out = console()
     nodes = Table("kind", "id", "name", "evidence", "first quote", "nearest existing", title="proposed skills")
+    whole(nodes, "id")
     for r in found.nodes:
         quote = (r.get("quote") or "")[:120]
         nodes.add_row(r["kind"], r["id"], r["name"], str(r["evidence"]), quote, ", ".join(r.get("nearest") or []))
@@ -55,7 +55,7 @@ def review(app: App, accept_ids: tuple[str, ...], reject_ids: tuple[str, ...],
     for r in found.edges:
         edges.add_row(r["start"], r["rel"], r["end_name"], f"{r['confidence']:.2f}" if r["confidence"] else "",
                       str(r["evidence"]))
-    console.print(nodes)
-    console.print(edges)
-    console.print("accept or reject with --accept ID / --reject ID, "
+    out.print(nodes)
+    out.print(edges)
+    out.print("accept or reject with --accept ID / --reject ID, "
                   "--accept-edge REL START END / --reject-edge REL START END")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from kskill.app import App, emit_json, json_option, pass_app
+from kskill.app import RUN_ID, App, emit_json, json_option, pass_app
 from kskill.report import REPORT_FILE
 from kskill.trajectory import Trajectory
 
@@ -37,7 +37,7 @@ def list_runs(app: App, limit: int, as_json: bool) -> None:
 
 
 @runs.command("show")
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 @json_option
 @pass_app
 def show_run(app: App, run_id: str, as_json: bool) -> None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from kskill.app import App, emit_json, json_option, pass_app
+from kskill.app import App, emit_json, console, json_option, pass_app, whole
 from kskill.commands.review_skills import review
 from kskill.graph_schema import queries
 from kskill.graph_schema.errors import KskillError
@@ -35,9 +34,10 @@ def list_cmd(app: App, kind: str | None, status: str | None, as_json: bool) -> N
         emit_json(rows)
         return
     table = Table("kind", "id", "name", "status", "origin")
+    whole(table, "kind", "id", "status")
     for r in rows:
         table.add_row(r["kind"], r["id"], r["name"], r["status"], r["origin"])
-    Console().print(table)
+    console().print(table)
 
 
 @skills.command()
@@ -59,19 +59,19 @@ def show(app: App, skill_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(detail)
         return
-    console = Console()
+    out = console()
     props = detail["properties"]
-    console.print(f"[bold]{detail['kind']} {skill_id}[/]: {props.get('name', '')}")
+    out.print(f"[bold]{detail['kind']} {skill_id}[/]: {props.get('name', '')}")
     for key in ("description", "playbook", "remedy", "recipe", "status", "origin"):
         if props.get(key):
-            console.print(f"[cyan]{key}[/]: {props[key]}")
+            out.print(f"[cyan]{key}[/]: {props[key]}")
     for rel in detail["relationships"]:
         arrow = f"-[:{rel['rel']}]->" if rel["outgoing"] else f"<-[:{rel['rel']}]-"
         extra = {k: v for k, v in (rel["props"] or {}).items() if k not in ("origin", "key")}
-        console.print(f"  {arrow} {rel['kind']} {rel['id']} {rel['name'] if rel['name'] != rel['id'] else ''} "
+        out.print(f"  {arrow} {rel['kind']} {rel['id']} {rel['name'] if rel['name'] != rel['id'] else ''} "
                       f"{extra or ''}")
     for ev in detail["evidence"]:
-        console.print(f'  [green]evidence[/] "{ev["quote"]}" — {ev["source"]} {ev["location"] or ""}')
+        out.print(f'  [green]evidence[/] "{ev["quote"]}" — {ev["source"]} {ev["location"] or ""}')
 
 
 @skills.command()
@@ -93,10 +93,11 @@ def search(app: App, text: str, kind: str | None, limit: int, as_json: bool) -> 
         emit_json(rows)
         return
     table = Table("kind", "id", "name", "score", "via")
+    whole(table, "kind", "id")
     for r in rows:
         name = r["name"] + (f" (supports {', '.join(r['about'])})" if r["about"] else "")
         table.add_row(r["kind"], r["id"], name, f"{r['score']:.2f}" + ("" if r["related"] else " ?"), r["via"])
-    Console().print(table)
+    console().print(table)
 
 
 @skills.command()
@@ -132,6 +133,7 @@ def metrics(app: App, source: str | None, as_json: bool) -> None:
         emit_json(rows)
         return
     table = Table("metric", "source", "type", "unit", "description")
+    whole(table, "metric")
     for r in rows:
         table.add_row(r["id"], r.get("source", ""), r.get("type", ""), r.get("unit", ""), r.get("description", ""))
-    Console().print(table)
+    console().print(table)

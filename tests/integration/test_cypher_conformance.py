@@ -79,6 +79,7 @@ PARAMS: dict[str, dict] = {
     "DECISION_MATCHED": {"decision": "dec:conformance"},
     "DECISION_SELECTED": {"decision": "dec:conformance"},
     "DECISION_REJECTED": {"decision": "dec:conformance"},
+    "DECISION_ADDRESSED": {"decision": "dec:conformance"},
     # printed for Neo4j Browser, which draws the nodes and paths they return; the port returns plain
     # values only, so here they run on ids that match nothing (parsed and planned, no rows)
     "AUDIT_ATTEMPT_SUBGRAPH": {"attempt": "att:none"},

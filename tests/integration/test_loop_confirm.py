@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import kskill
 from kskill.agents.problem import code_hash
 from kskill.agents.reviewer import ReviewOptions, review
@@ -71,6 +73,7 @@ def test_the_returned_model_is_chosen_by_the_re_timing(store, tmp_path):
     assert listed["best_speedup"] == 1.35
 
 
+@pytest.mark.slow  # a whole run of the loop with real reviews
 def test_no_re_timing_without_representative_timings(store, tmp_path):
     config = LoopConfig(iterations=2, trials=1, retrieval="lexical", device="cpu", cpu_timing_reps=2)
     state = start(store, load_settings(), PROBLEM, config, tmp_path / "run")

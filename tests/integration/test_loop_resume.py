@@ -10,7 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import kskill
+
+pytestmark = pytest.mark.slow  # two runs of `kskill optimize` in subprocesses
 
 KSKILL = [sys.executable, "-m", "kskill"]
 PROBLEM = Path(kskill.__file__).parent / "examples" / "gemm_bias_gelu.py"

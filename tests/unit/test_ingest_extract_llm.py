@@ -1,4 +1,5 @@
-"""The LLM extractor against a scripted OpenAI-compatible fake (no network): schema, quotes, vocabulary."""
+"""The LLM extractor through the brain's endpoint (retries, accounting) against a scripted
+OpenAI-compatible fake (no network): schema, quotes, vocabulary, classified failures, usage."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from kskill.agents.brains import ChatEndpoint, RetryPolicy
 from kskill.ingest.errors import ExtractionError
-from kskill.ingest.extract_llm import SCHEMA, LLMExtractor
+from kskill.ingest.extract_llm import SCHEMA, SYSTEM, LLMExtractor
 from kskill.ingest.loaders import load_document
 
 NODES = [{"id": "memory_bandwidth", "kind": "Bottleneck", "name": "DRAM bandwidth bound"},
@@ -21,8 +23,9 @@ TEXT = ("# Guide\n\nFusing the pointwise chain removes DRAM round trips when the
 class ScriptedClient:
     """Stands in for openai.OpenAI: returns the scripted replies in order and records the requests."""
 
-    def __init__(self, *replies: str):
+    def __init__(self, *replies, finish: str = "stop"):
         self.replies = list(replies)
+        self.finish = finish
         self.requests: list[dict] = []
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self._create))
 
@@ -31,7 +34,9 @@ class ScriptedClient:
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
-        return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=reply))])
+        return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=reply),
+                                                        finish_reason=self.finish)],
+                               usage=SimpleNamespace(prompt_tokens=400, completion_tokens=90))
 
 
 def claim(**fields) -> dict:
@@ -50,7 +55,8 @@ def doc(tmp_path: Path):
 
 
 def extractor(client) -> LLMExtractor:
-    return LLMExtractor(client, "test-model", NODES, ["static_shapes", "has_gemm"])
+    endpoint = ChatEndpoint(client, "test-model", retry=RetryPolicy(attempts=2, base_delay_s=0), sleep=lambda s: None)
+    return LLMExtractor(endpoint, NODES, ["static_shapes", "has_gemm"])
 
 
 def test_claims_are_kept_when_quote_schema_and_vocabulary_agree(doc):
@@ -61,13 +67,15 @@ def test_claims_are_kept_when_quote_schema_and_vocabulary_agree(doc):
               quote="Stream-K balances GEMM work across SMs and needs static shapes."),
     ]})
     client = ScriptedClient(reply)
-    got = {c.triple: c for c in extractor(client).extract(doc)}
+    llm = extractor(client)
+    got = {c.triple: c for c in llm.extract(doc)}
     assert set(got) == {("memory_bandwidth", "ADDRESSED_BY", "kernel_fusion"),
                         ("new:stream-k", "REQUIRES", "static_shapes is_true")}
     assert got[("memory_bandwidth", "ADDRESSED_BY", "kernel_fusion")].evidence.location.startswith("section Guide, offset")
     request = client.requests[0]
     assert request["response_format"]["json_schema"]["schema"] == SCHEMA
     assert "kernel_fusion" in request["messages"][1]["content"]
+    assert llm.endpoint.used.tokens == 490 and llm.endpoint.used.calls == 1
 
 
 def test_invented_quotes_unknown_metrics_and_wrong_kinds_are_dropped(doc):
@@ -86,11 +94,25 @@ def test_fenced_json_is_accepted(doc):
     assert extractor(ScriptedClient(reply)).extract(doc) == []
 
 
-@pytest.mark.parametrize("reply, problem", [
-    ("I think fusion helps.", "does not fit the claim schema"),
-    (json.dumps({"claims": [{"relation": "CAUSES"}]}), "does not fit the claim schema"),
-    (ConnectionError("refused"), "endpoint failed"),
+@pytest.mark.parametrize("replies, problem", [
+    (["I think fusion helps."], r"not whole JSON \(bad_json\)"),
+    (['{"claims": [{"subject": {"kind": "Bottleneck", "id": "memory_band'], r"not whole JSON \(truncated_json\)"),
+    ([json.dumps({"claims": [{"relation": "CAUSES"}]})], r"does not fit the claim schema \(schema\)"),
+    ([ConnectionError("refused")] * 2, r"endpoint failed \(connection\)"),
 ])
-def test_endpoint_and_schema_failures_are_extraction_errors(doc, reply, problem):
+def test_bad_answers_and_endpoint_failures_are_classified_extraction_errors(doc, replies, problem):
     with pytest.raises(ExtractionError, match=problem):
-        extractor(ScriptedClient(reply)).extract(doc)
+        extractor(ScriptedClient(*replies)).extract(doc)
+
+
+def test_an_answer_cut_at_its_token_limit_is_truncated_json(doc):
+    with pytest.raises(ExtractionError, match=r"truncated_json"):
+        extractor(ScriptedClient('{"claims": [], "x": ["a", "b"', finish="length")).extract(doc)
+
+
+def test_a_small_context_gets_smaller_chunks(doc):
+    endpoint = ChatEndpoint(ScriptedClient(), "m")
+    roomy = LLMExtractor(endpoint, NODES, ["has_gemm"])
+    small = LLMExtractor(endpoint, NODES, ["has_gemm"], prompt_chars=2500)
+    assert roomy.chunk_chars == 6000 and 600 <= small.chunk_chars < 2500
+    assert len(SYSTEM) + len(small._user("x" * small.chunk_chars)) <= 2500  # the text plus instructions fit

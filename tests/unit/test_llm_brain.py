@@ -3,6 +3,7 @@ code extraction from messy replies, retries with backoff, budgets, the response 
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import openai
@@ -14,9 +15,10 @@ except ImportError:
     import httpx2 as httpx
 
 from kskill.agents.brains import (
-    BrainError, BrainUnavailable, BudgetExhausted, Draft, LlmBrain, LlmBudget, NoUsableCode, OptimizeTask,
-    RetryPolicy, SeedTask, TrajectoryStep, extract_code)
-from kskill.agents.brains import prompts
+    REPLY_FAILURES, BrainError, BrainUnavailable, BudgetExhausted, Draft, EndpointRefused, LlmBrain, LlmBudget,
+    NoUsableCode, OptimizeTask, RetryPolicy, SeedTask, TrajectoryStep, Usage, extract_code, screen_reply)
+import kskill
+from kskill.agents.brains import RecipeBrain, prompts
 
 GOOD = """import torch
 import torch.nn as nn
@@ -29,8 +31,8 @@ class ModelNew(nn.Module):
 REQUEST = httpx.Request("POST", "http://llm.invalid/v1/chat/completions")
 
 
-def reply(text: str, prompt_tokens: int = 100, completion_tokens: int = 50) -> SimpleNamespace:
-    return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=text))],
+def reply(text: str, prompt_tokens: int = 100, completion_tokens: int = 50, finish: str = "stop") -> SimpleNamespace:
+    return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=text), finish_reason=finish)],
                            usage=SimpleNamespace(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens))
 
 
@@ -104,17 +106,39 @@ def test_unclosed_fence_from_a_cut_off_reply():
     assert extract_code(f"```python\n{GOOD}") == GOOD
 
 
-@pytest.mark.parametrize("text, why", [
-    ("", "empty"),
-    ("I'm sorry, I cannot help with that.", "does not define ModelNew"),
-    ("```python\nclass Model(nn.Module):\n    pass\n```", "does not define ModelNew"),
-    ("```python\nclass ModelNew(nn.Module:\n    def forward(\n```", "none of its code parses"),
+@pytest.mark.parametrize("text, reason, why", [
+    ("", "empty", "empty"),
+    ("   \n", "empty", "empty"),
+    ("I'm sorry, I cannot help with that.", "prose", "no Python code"),
+    ("To speed this up, fuse the ops into one Triton kernel and use wider loads.", "prose", "no Python code"),
+    ("```python\nclass Model(nn.Module):\n    pass\n```", "wrong_class", "does not define ModelNew"),
+    ("```python\nclass FastModel(nn.Module):\n    def forward(self, x):\n        return x\n```", "wrong_class",
+     "wrong class name"),
+    ("```python\nclass ModelNew(nn.Module:\n    def forward(\n```", "syntax", "does not parse"),
+    ("```python\ndef forward(x)\n    return x +\n```", "syntax", "line 1"),
 ])
-def test_no_usable_code_is_a_clear_failure_class(text, why):
+def test_no_usable_code_is_classified(text, reason, why):
     with pytest.raises(NoUsableCode, match=why) as caught:
         extract_code(text)
-    assert caught.value.failure_class == "no_code"
-    assert caught.value.reply == text
+    assert caught.value.failure_class == "no_code" and caught.value.reason == reason
+    assert caught.value.reply == text and reason in REPLY_FAILURES
+
+
+def test_a_torch_compile_shortcut_is_refused_before_review():
+    shortcut = GOOD.replace("return torch.relu(x)", "return torch.compile(torch.relu)(x)")
+    with pytest.raises(NoUsableCode, match="torch_compile") as caught:
+        screen_reply(f"```python\n{shortcut}```")
+    assert caught.value.reason == "shortcut"
+    assert screen_reply(f"```python\n{GOOD}```") == GOOD
+
+
+def test_a_reply_cut_at_its_token_limit_is_truncated():
+    cut = GOOD[:GOOD.index("def forward") + 20]
+    with pytest.raises(NoUsableCode, match="cut off") as caught:
+        screen_reply(f"```python\n{cut}", truncated=True)
+    assert caught.value.reason == "truncated"
+    # a cut-off reply whose code is whole anyway is still usable
+    assert screen_reply(f"```python\n{GOOD}", truncated=True) == GOOD
 
 
 # --- calls: retries, budget, cache ------------------------------------------------------------
@@ -138,15 +162,16 @@ def test_server_errors_and_timeouts_are_retried():
 
 def test_an_endpoint_that_keeps_failing_is_unavailable():
     b, client, slept = brain([rate_limited()] * 4)
-    with pytest.raises(BrainUnavailable, match="after 4 calls"):
+    with pytest.raises(BrainUnavailable, match="after 4 calls") as caught:
         b.seed(SEED)
     assert len(client.calls) == 4 and len(slept) == 3
+    assert caught.value.reason == "rate_limit" and b.used.failed == 4 and b.used.calls == 0
 
 
 def test_client_errors_are_not_retried():
     refused = openai.AuthenticationError("bad key", response=httpx.Response(401, request=REQUEST), body=None)
     b, client, slept = brain([refused, reply(GOOD)])
-    with pytest.raises(BrainError, match="refused"):
+    with pytest.raises(EndpointRefused, match="refused"):
         b.seed(SEED)
     assert len(client.calls) == 1 and slept == []
 
@@ -171,7 +196,7 @@ def test_cost_is_counted_and_bounded():
     b, _, _ = brain([reply(GOOD, 200, 100)], budget=budget)
     b.seed(SEED)
     assert b.used.cost_usd == pytest.approx((200 * 2.0 + 100 * 8.0) / 1e6)
-    b.used = b.used.__class__(cost_usd=0.002)
+    b.endpoint.used = Usage(cost_usd=0.002)
     with pytest.raises(BudgetExhausted, match="cost budget"):
         b.seed(SeedTask(problem_source="x", problem_name="x"))
 
@@ -208,3 +233,53 @@ def test_optimize_prompt_carries_plan_playbook_evidence_trajectory_and_review():
         assert expected in text
     assert LlmBrain(ScriptedClient([reply(GOOD)]), "m", sleep=lambda s: None).optimize(task).techniques == (
         "kernel_fusion", "vectorized_access")
+
+
+# --- the recipe brain stands in for a failed reply ------------------------------------------------
+
+POINTWISE = (Path(kskill.__file__).parent / "examples" / "pointwise_chain.py").read_text()
+POINTWISE_SEED = SeedTask(problem_source=POINTWISE, problem_name="pointwise_chain")
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("Sorry, I can only describe the kernel in words.", "prose"),
+    ("```python\nclass ModelNew(nn.Module:\n```", "syntax"),
+    ("```python\nclass Model(nn.Module):\n    pass\n```", "wrong_class"),
+    (f"```python\n{GOOD.replace('torch.relu(x)', 'torch.compile(torch.relu)(x)')}```", "shortcut"),
+])
+def test_a_bad_reply_falls_back_to_the_recipe_brain_and_says_why(text, reason):
+    b, client, _ = brain([reply(text)], fallback=RecipeBrain())
+    draft = b.seed(POINTWISE_SEED)
+    assert draft.source == RecipeBrain().seed(POINTWISE_SEED).source
+    assert draft.fallback is not None and draft.fallback.brain == "recipes" and draft.fallback.reason == reason
+    assert draft.fallback.reply == text and len(client.calls) == 1
+    assert b.used.tokens == 150  # the refused reply still cost its tokens
+
+
+def test_an_unavailable_endpoint_falls_back_then_is_not_called_again():
+    b, client, slept = brain([server_error()] * 8, fallback=RecipeBrain(), retry=RetryPolicy(attempts=2))
+    first = b.seed(POINTWISE_SEED)
+    assert first.fallback.reason == "server_error" and len(client.calls) == 2
+    second = b.seed(POINTWISE_SEED)
+    assert second.fallback.reason == "server_error" and len(client.calls) == 4
+    third = b.seed(POINTWISE_SEED)  # two failed steps in a row: the endpoint is left alone
+    assert third.fallback.reason == "endpoint_down" and len(client.calls) == 4
+    assert b.used.failed == 4
+
+
+def test_without_a_stand_in_the_classified_failure_is_raised():
+    task = OptimizeTask(POINTWISE, "pointwise_chain", RecipeBrain().seed(POINTWISE_SEED), "flash_attention", None,
+                        "", "", (), (), "")
+    b, _, _ = brain([reply("I would use flash attention here.")], fallback=RecipeBrain())
+    with pytest.raises(NoUsableCode) as caught:  # no flash_attention recipe applies to a pointwise chain
+        b.optimize(task)
+    assert caught.value.reason == "prose"
+    b, _, _ = brain([server_error()] * 2, fallback=RecipeBrain(), retry=RetryPolicy(attempts=2))
+    with pytest.raises(BrainError, match="cannot stand in") as caught:  # the branch ends, not the run
+        b.optimize(task)
+    assert not isinstance(caught.value, BrainUnavailable)
+
+
+def test_a_body_that_is_not_a_completion_is_retried_as_a_bad_response():
+    b, client, slept = brain(["<html>502 Bad Gateway</html>", SimpleNamespace(choices=None), reply(GOOD)])
+    assert b.seed(SEED).source == GOOD and len(client.calls) == 3 and b.used.failed == 2

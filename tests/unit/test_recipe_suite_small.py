@@ -14,6 +14,8 @@ from recipe_support import check
 
 from kskill.eval.recipes_bench import variants
 
+pytestmark = pytest.mark.slow  # every variant of 36 problems built and run in Triton's interpreter
+
 SUITE = Path(__file__).parents[2] / "eval" / "problems"
 SMALL = {
     "01_matmul_bias_relu": "batch_size = 5\nin_features = 33\nout_features = 37",

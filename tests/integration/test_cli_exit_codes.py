@@ -1,0 +1,193 @@
+"""Every command exits non-zero when its job failed, with one line on stderr naming the cause and
+no traceback unless -v. `kskill.cli.run` is what the `kskill` script runs; here it runs in-process
+on the session's private KSKILL_HOME with a real embedded store. (ingest and graph have their own.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kskill.cli import run
+from kskill.examples import bundled
+
+EXAMPLE = str(bundled()["softmax_rows"])
+ARITY = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x) + y
+
+def get_inputs():
+    return [torch.randn(8, 8)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.fixture
+def kskill(home_server: Path, capsys: pytest.CaptureFixture):
+    """Run a command line; return (exit status, stdout, stderr)."""
+
+    def call(*args: str) -> tuple[int, str, str]:
+        code = run(list(args))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return call
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    paths = {"syntax": tmp_path / "syntax.py", "binary": tmp_path / "binary.py", "arity": tmp_path / "arity.py",
+             "no_model_new": tmp_path / "candidate.py", "big": tmp_path / "big.json"}
+    paths["syntax"].write_text("import torch\nclass Model(:\n    pass\n")
+    paths["binary"].write_bytes(b"\xff\xfe\x00 not text")
+    paths["arity"].write_text(ARITY)
+    paths["no_model_new"].write_text("x = 1\n")
+    paths["big"].write_text('{"code_launches_per_forward": 100000000000000000000000000000}')
+    return paths
+
+
+def one_line_error(err: str, *words: str) -> None:
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert "Traceback" not in err
+    for word in words:
+        assert word in err, err
+
+
+def test_help_is_h_too(kskill):
+    for args in (["-h"], ["audit", "-h"], ["skills", "list", "-h"]):
+        code, out, _ = kskill(*args)
+        assert code == 0 and out.startswith("Usage: kskill")
+
+
+def test_examples_lists_installed_paths(kskill):
+    code, out, _ = kskill("examples")
+    assert code == 0
+    for name, path in bundled().items():
+        assert f"{name}" in out and str(path) in out and path.is_file()
+    code, out, _ = kskill("examples", "softmax_rows")
+    assert code == 0 and out.strip() == EXAMPLE
+    code, _, err = kskill("examples", "nope")
+    assert code == 2
+    one_line_error(err, "no example 'nope'")
+
+
+def test_config_show_with_a_broken_settings_file(kskill, tmp_path, monkeypatch):
+    bad = tmp_path / "kskill.toml"
+    bad.write_text('grpah_uri = "x"\n')
+    monkeypatch.setenv("KSKILL_CONFIG", str(bad))
+    code, _, err = kskill("config", "show")
+    assert code == 1
+    one_line_error(err, "grpah_uri")
+
+
+@pytest.mark.parametrize("args", [("audit", "run-none"), ("runs", "show", "run-none")])
+def test_unknown_run(kskill, args):
+    code, _, err = kskill(*args)
+    assert code == 1
+    one_line_error(err, "no run 'run-none'")
+
+
+@pytest.mark.parametrize("args", [("audit", "../etc"), ("runs", "show", "a/b"), ("optimize", "--resume", ""),
+                                  ("optimize", "--resume", "..")])
+def test_path_like_run_ids_are_refused(kskill, args):
+    code, _, err = kskill(*args)
+    assert code == 2
+    one_line_error(err, "is not a run id")
+
+
+def test_skills_commands_that_fail(kskill):
+    code, _, err = kskill("skills", "show", "no_such_skill")
+    assert code == 1
+    one_line_error(err, "no node with id 'no_such_skill'")
+    code, _, err = kskill("skills", "review", "--accept", "no_such_skill")
+    assert code == 1
+    one_line_error(err, "not proposed skills: no_such_skill")
+    code, out, _ = kskill("skills", "list", "--kind", "technique")
+    assert code == 0 and "kernel_fusion" in out
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--time-limit", "nan"], ["--time-limit", "not a finite number"]),
+    (["--atol", "inf"], ["--atol", "not a finite number"]),
+    (["--out", "/dev/null"], ["/dev/null exists and is not a directory"]),
+])
+def test_optimize_bad_options(kskill, extra, words):
+    code, _, err = kskill("optimize", EXAMPLE, *extra)
+    assert code == 2
+    one_line_error(err, *words)
+
+
+def test_optimize_and_plan_refuse_broken_problems(kskill, files):
+    for command in ("optimize", "plan"):
+        code, _, err = kskill(command, str(files["syntax"]))
+        assert code == 1
+        one_line_error(err, "syntax error at line 2")
+        code, _, err = kskill(command, str(files["binary"]))
+        assert code == 1
+        one_line_error(err, "cannot read problem file", "utf-8")
+    code, _, err = kskill("optimize")
+    assert code == 2
+    one_line_error(err, "give a PROBLEM file or --resume RUN")
+    code, _, err = kskill("optimize", "--resume", "run-none")
+    assert code == 1
+    one_line_error(err, "no run 'run-none'")
+
+
+def test_plan_refuses_bad_inputs_beside_the_problem(kskill, files):
+    code, _, err = kskill("plan", EXAMPLE, "--observations", str(files["big"]))
+    assert code == 1
+    one_line_error(err, "code_launches_per_forward", "out of range")
+    code, _, err = kskill("plan", EXAMPLE, "--candidate", str(files["no_model_new"]))
+    assert code == 1
+    one_line_error(err, "does not define ModelNew")
+
+
+def test_a_reference_that_cannot_run_is_an_error(kskill, files):
+    """The problem parses and names everything, but its Model does not take what get_inputs gives:
+    found by running the reference once in the Reviewer's sandbox, before any planning."""
+    for command in ("plan", "optimize"):
+        code, _, err = kskill(command, str(files["arity"]), *(["--device", "cpu"] if command == "optimize" else []))
+        assert code == 1, err
+        one_line_error(err, "arity", "missing 1 required positional argument")
+
+
+def test_review_of_a_missing_candidate(kskill):
+    code, _, err = kskill("review", EXAMPLE, "/nonexistent/candidate.py")
+    assert code == 2
+    one_line_error(err, "/nonexistent/candidate.py")
+
+
+def test_a_defect_is_one_line_and_its_traceback_needs_v(kskill, monkeypatch):
+    import kskill.commands.examples as examples_command
+
+    def broken():
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(examples_command, "bundled", broken)
+    code, _, err = kskill("examples")
+    assert code == 1
+    one_line_error(err, "unexpected RuntimeError: boom", "-v")
+    code, _, err = kskill("-v", "examples")
+    assert code == 1 and "Traceback" in err and err.rstrip().splitlines()[-1].startswith("error: ")
+
+
+def test_interrupted_optimize_prints_the_resume_command(kskill, monkeypatch):
+    import kskill.problem_check as problem_check
+    import kskill.session as session
+    from kskill.loop import Progress
+
+    def interrupted(store, settings, problem, config, out_dir, on_progress):
+        on_progress(Progress(0, config.iterations, "review attempt 1 (seed)", 1.0, 0, "run-softmax-rows-1", None))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(problem_check, "runnable_problem", lambda *args: None)
+    monkeypatch.setattr(session, "start", interrupted)
+    code, _, err = kskill("optimize", EXAMPLE)
+    assert code == 130
+    assert "continue it with: kskill optimize --resume run-softmax-rows-1" in err
+    assert "Traceback" not in err
