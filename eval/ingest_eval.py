@@ -1,176 +1,203 @@
-"""Evaluate `kskill ingest`: triples per document, precision/recall of the rule extractor, throughput.
+"""Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
-    python -m kskill.eval.ingest_eval [--corpus DIR] [--labels FILE] [--retrieval] [--pdf-copies N] [--json OUT]
+    python -m kskill.eval.ingest_eval [--half heldout|tune|all] [--sample 40] [--pdf-copies 4] [--json OUT]
 
-Precision and recall compare the rule extractor's distinct triples with eval/ingest/labels.yaml,
-document by document (within a document's labelled scope) and pooled. Throughput runs the
-real pipeline (embedded FalkorDB in a temporary home, the embedding model, per-file
-transactions and the vector-index refresh) over copies of the corpus PDF and counts pages per
-second; loading the model and building the first index are timed apart.
+Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
+embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
+- eval/ingest/corpus (24 documents, labels in labels_corpus.yaml): recall of the expected items per
+  half, the source metadata, whether each document whose subject the built-in base has gave it
+  evidence, and a seeded random sample of extracted items with their supporting sentences, for a
+  person to judge precision (a correct item an expert did not list is not an error).
+- the development set (../shared/corpus, labels.yaml): precision and recall of claim triples.
+- throughput: PDF pages per second over copies of every corpus PDF; loading the model and building
+  the first index are timed apart.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
+import random
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kskill.graph_schema.skillbase import read_builtin
-from kskill.ingest.extract_rules import RuleExtractor, RuleSettings
-from kskill.ingest.lexicon import Lexicon
-from kskill.ingest.loaders import load_document
+from .ingest_scoring import in_scope, items_of, load_corpus_labels, recall
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpus"
-DEFAULT_LABELS = HERE / "ingest" / "labels.yaml"
+CORPUS = HERE / "ingest" / "corpus"
+CORPUS_LABELS = HERE / "ingest" / "labels_corpus.yaml"
+# The development set lives in the workplace's shared folder, beside the checkout (or a worktree of it).
+DEV_CORPUS = next((p / "shared" / "corpus" for p in HERE.parents if (p / "shared" / "corpus").is_dir()),
+                  HERE.parent.parent / "shared" / "corpus")
+DEV_LABELS = HERE / "ingest" / "labels.yaml"
+EDGE_RELATIONS = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN")
 
 
-def builtin_skill_rows() -> list[dict[str, str]]:
-    payload = read_builtin().payload
-    return [{"id": n.id, "kind": n.label, "name": n.name} for (label, _), n in payload.nodes.items()
-            if label in ("Bottleneck", "Technique")]
+@contextmanager
+def ingest_home() -> Iterator[tuple[Any, Any, Path]]:
+    """A fresh embedded store with the built-in base, its retriever, and the home folder."""
+    from kskill.graph_schema.embedded import EmbeddedServer
+    from kskill.graph_schema.skillbase import ensure_builtin
+    from kskill.graph_schema.store import open_store
+    from kskill.retrieval import retriever_for
+
+    home = Path(tempfile.mkdtemp(prefix="kskill-ingest-eval-"))
+    store = open_store("embedded", home)
+    try:
+        ensure_builtin(store)
+        yield store, retriever_for(store, home), home
+    finally:
+        store.close()
+        EmbeddedServer(home / "graph").shutdown()
+        shutil.rmtree(home, ignore_errors=True)
 
 
-def load_labels(path: Path) -> dict[str, dict[str, Any]]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))["documents"]
-    out = {}
+def ingest_folder(folder: Path, names: list[str]) -> dict[str, Any]:
+    """Ingest the named files of a folder into a fresh store; their reports by name, and the time taken."""
+    from kskill.ingest.pipeline import Ingestor
+    from kskill.retrieval import refresh
+
+    with ingest_home() as (store, retriever, home):
+        ingestor = Ingestor(store, None, retriever, on_written=lambda: refresh(retriever, store, home))
+        started = time.perf_counter()
+        report = ingestor.run([folder / n for n in names])
+        seconds = time.perf_counter() - started
+    return {"files": {Path(f.path).name: f for f in report.files}, "seconds": seconds, "pages": report.totals()["pages"]}
+
+
+def corpus_results(half: str, sample: int, seed: int) -> dict[str, Any]:
+    labels = load_corpus_labels(CORPUS_LABELS)
+    chosen = [lab for lab in labels.values() if half == "all" or lab.half == half]
+    run = ingest_folder(CORPUS, [lab.name for lab in chosen])
+    rows = {name: f.triples for name, f in run["files"].items()}
+    scores = recall(chosen, rows)
+    metadata = {lab.name: _metadata(lab, run["files"][lab.name]) for lab in chosen}
+    items = [dict(i, document=name) for name in sorted(rows) for i in items_of(rows[name])]
+    picked = random.Random(seed).sample(items, min(sample, len(items)))
+    return {"half": half, "recall": scores, "metadata": metadata, "extracted_items": len(items), "sample": picked,
+            "failed": {n: f.reason for n, f in run["files"].items() if f.status == "failed"}}
+
+
+def _metadata(label, report) -> dict[str, Any]:
+    source = report.source or {}
+    return {"kind": source.get("kind"), "kind_ok": source.get("kind") == label.kind,
+            "title": source.get("title"), "title_ok": source.get("title") == label.title}
+
+
+def dev_results() -> dict[str, Any]:
+    """Claim triples on the development set, scored against labels.yaml."""
+    data = yaml.safe_load(DEV_LABELS.read_text(encoding="utf-8"))["documents"]
+    names = sorted(p.name for p in DEV_CORPUS.iterdir() if p.is_file() and p.name != "SOURCES.md")
+    run = ingest_folder(DEV_CORPUS, names)
+    found_all: set = set()
+    expected_all: set = set()
+    per_doc = {}
     for name, entry in data.items():
         items = entry if isinstance(entry, list) else entry["triples"]
         scope = None if isinstance(entry, list) else entry.get("scope")
-        out[name] = {"scope": scope, "triples": {_norm(i["triple"]) for i in items}}
-    return out
+        expected = {_triple(i["triple"]) for i in items}
+        rows = [r for r in run["files"][name].triples if r["relation"] in EDGE_RELATIONS]
+        if scope:
+            rows = in_scope(rows, scope)
+        got = {(r["subject"], r["relation"], r["object"]) for r in rows}
+        per_doc[name] = {"found": len(got), "expected": len(expected), "correct": len(got & expected)}
+        found_all |= {(name, *t) for t in got}
+        expected_all |= {(name, *t) for t in expected}
+    hit = len(found_all & expected_all)
+    return {"documents": per_doc, "precision": hit / len(found_all) if found_all else None,
+            "recall": hit / len(expected_all) if expected_all else None, "found": len(found_all),
+            "expected": len(expected_all), "correct": hit}
 
 
-def _norm(triple: list[Any]) -> tuple[str, str, str]:
+def _triple(triple: list[Any]) -> tuple[str, str, str]:
     s, r, o = triple
     return (str(s), str(r), f"{float(o):g}" if r == "GAIN" else str(o))
 
 
-def score(found: set[tuple[str, str, str]], expected: set[tuple[str, str, str]]) -> dict[str, Any]:
-    hit = found & expected
-    return {"found": len(found), "expected": len(expected), "correct": len(hit),
-            "precision": len(hit) / len(found) if found else None,
-            "recall": len(hit) / len(expected) if expected else None,
-            "false_positives": sorted(found - expected), "missed": sorted(expected - found)}
-
-
-def extract_corpus(corpus: Path, labels: dict[str, dict[str, Any]], min_confidence: float,
-                   with_retrieval: bool = False) -> dict[str, Any]:
-    """Score the rule extractor; `with_retrieval` adds the hybrid retrieval finder the pipeline uses
-    (the built-in skill files as records, the default embedding model)."""
-    rows = builtin_skill_rows()
-    finder = None
-    if with_retrieval:
-        from kskill.ingest.resolve import Resolver
-        from kskill.retrieval import Retriever, load_embedder
-        from kskill.retrieval.records import records_from_skill_files
-
-        skills = Path(__file__).resolve().parents[1] / "graph_schema" / "skills"
-        finder = Resolver(rows, Retriever(records_from_skill_files(skills), load_embedder())).find
-    extractor = RuleExtractor(Lexicon(rows), finder, RuleSettings(min_confidence=min_confidence))
-    per_doc: dict[str, Any] = {}
-    pooled_found: set = set()
-    pooled_expected: set = set()
-    for path in sorted(corpus.iterdir()):
-        if path.name == "SOURCES.md" or not path.is_file():
-            continue
-        doc = load_document(path)
-        claims = extractor.extract(doc)
-        label = labels.get(path.name)
-        row: dict[str, Any] = {"triples": sorted({c.triple for c in claims}), "pages": doc.pages}
-        if label is not None:
-            scope = re.compile(label["scope"]) if label["scope"] else None
-            in_scope = {c.triple for c in claims
-                        if scope is None or any(scope.search(doc.section_of(_offset(s.location)))
-                                                for s in (c.evidence, *c.extra_evidence))}
-            row["score"] = score(in_scope, label["triples"])
-            pooled_found |= {(path.name, *t) for t in in_scope}
-            pooled_expected |= {(path.name, *t) for t in label["triples"]}
-        per_doc[path.name] = row
-    return {"documents": per_doc, "overall": score(pooled_found, pooled_expected)}
-
-
-def _offset(location: str) -> int:
-    m = re.search(r"offset (\d+)", location)
-    return int(m.group(1)) if m else 0
-
-
-def throughput(corpus: Path, copies: int) -> dict[str, Any]:
-    """Pages per second of the whole pipeline over `copies` copies of each corpus PDF."""
-    from kskill.graph_schema.embedded import EmbeddedServer
-    from kskill.graph_schema.skillbase import ensure_builtin
-    from kskill.graph_schema.store import open_store
-    from kskill.ingest.pipeline import Ingestor
-    from kskill.retrieval import refresh, retriever_for
-
-    pdfs = sorted(corpus.glob("*.pdf"))
-    home = Path(tempfile.mkdtemp(prefix="kskill-ingest-eval-"))
+def throughput(copies: int) -> dict[str, Any]:
+    """Pages per second of the whole pipeline over `copies` copies of every corpus PDF."""
+    pdfs = sorted(CORPUS.glob("*.pdf")) + sorted(DEV_CORPUS.glob("*.pdf"))
+    folder = Path(tempfile.mkdtemp(prefix="kskill-ingest-pdfs-"))
     try:
-        folder = home / "papers"
-        folder.mkdir()
+        names = []
         for i in range(copies):
             for pdf in pdfs:
-                shutil.copy(pdf, folder / f"{pdf.stem}-{i}.pdf")
-        store = open_store("embedded", home)
-        try:
-            ensure_builtin(store)
-            started = time.perf_counter()
-            retriever = retriever_for(store, home)
-            setup = time.perf_counter() - started
-            ingestor = Ingestor(store, None, retriever, on_written=lambda: refresh(retriever, store, home))
-            started = time.perf_counter()
-            report = ingestor.run([folder])
-            seconds = time.perf_counter() - started
-        finally:
-            store.close()
-            EmbeddedServer(home / "graph").shutdown()
+                name = f"{pdf.stem}-{i}.pdf"
+                shutil.copy(pdf, folder / name)
+                names.append(name)
+        started = time.perf_counter()
+        with ingest_home():
+            setup = time.perf_counter() - started  # store start, model load and first index build
+        run = ingest_folder(folder, names)
     finally:
-        shutil.rmtree(home, ignore_errors=True)
-    pages = report.totals()["pages"]
-    return {"files": len(report.files), "pages": pages, "seconds": round(seconds, 3),
-            "pages_per_second": round(pages / seconds, 1), "model_and_index_setup_seconds": round(setup, 2),
-            "statuses": {k: v for k, v in report.totals().items() if k in ("ingested", "failed")}}
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"files": len(names), "pages": run["pages"], "seconds": round(run["seconds"], 2),
+            "pages_per_second": round(run["pages"] / run["seconds"], 1), "setup_seconds": round(setup, 1)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    parser.add_argument("--labels", type=Path, default=DEFAULT_LABELS)
-    parser.add_argument("--min-confidence", type=float, default=0.5)
-    parser.add_argument("--retrieval", action="store_true",
-                        help="let retrieval fill a missing bottleneck or technique, as `kskill ingest` does")
-    parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
-    args = parser.parse_args()
-    results = extract_corpus(args.corpus, load_labels(args.labels), args.min_confidence, args.retrieval)
-    if args.pdf_copies:
-        results["throughput"] = throughput(args.corpus, args.pdf_copies)
-    print("| document | triples found | labelled | correct | precision | recall |")
-    print("|---|---|---|---|---|---|")
-    for name, row in results["documents"].items():
-        s = row.get("score")
-        cells = [str(s["expected"]), str(s["correct"]), _pct(s["precision"]), _pct(s["recall"])] if s else ["-"] * 4
-        print(f"| {name} | {len(row['triples'])} | " + " | ".join(cells) + " |")
-    o = results["overall"]
-    print(f"| **overall (labelled)** | {o['found']} | {o['expected']} | {o['correct']} | "
-          f"{_pct(o['precision'])} | {_pct(o['recall'])} |")
+def print_report(results: dict[str, Any]) -> None:
+    for part in results.get("corpus", []):
+        r = part["recall"]
+        print(f"\n## eval/ingest/corpus, half: {part['half']}\n")
+        print("| document | expected | found | subject evidence | source kind | title |")
+        print("|---|---|---|---|---|---|")
+        for name, d in r["documents"].items():
+            meta = part["metadata"][name]
+            subject = {None: "-", True: "yes", False: "NO"}[d["subject_evidence"]]
+            print(f"| {name} | {d['expected']} | {d['found']} | {subject} | {meta['kind']}{'' if meta['kind_ok'] else ' (!)'} "
+                  f"| {meta['title']}{'' if meta['title_ok'] else ' (!)'} |")
+        print(f"\nrecall {r['found']}/{r['expected']} = {r['recall']:.2f}; {part['extracted_items']} items extracted")
+        for name, d in r["documents"].items():
+            for miss in d["missed"]:
+                print(f"  missed in {name}: {miss}")
+        if part["failed"]:
+            print(f"failed files: {part['failed']}")
+        print(f"\n### {len(part['sample'])} extracted items drawn at random, to judge (item | supporting sentence)\n")
+        for n, item in enumerate(part["sample"], 1):
+            print(f"{n}. [{item['document']}] {item['item']} (confidence {item['confidence']})\n"
+                  f"   > {item['quote']}  ({item['location']})")
+    if "dev" in results:
+        d = results["dev"]
+        print(f"\n## development set (claim triples): precision {_pct(d['precision'])}, recall {_pct(d['recall'])} "
+              f"({d['correct']} correct of {d['found']} found, {d['expected']} labelled)")
     if "throughput" in results:
         t = results["throughput"]
         print(f"\nthroughput: {t['pages']} PDF pages in {t['seconds']} s = {t['pages_per_second']} pages/s "
-              f"(model load and first index build {t['model_and_index_setup_seconds']} s, not counted)")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2, default=list))
+              f"(store start, model load and first index build {t['setup_seconds']} s, not counted)")
 
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--half", choices=["heldout", "tune", "all", "none"], default="heldout")
+    parser.add_argument("--sample", type=int, default=40, help="extracted items to draw for judging")
+    parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--dev", action=argparse.BooleanOptionalAction, default=True,
+                        help="also score claim triples on the development set")
+    parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
+    args = parser.parse_args()
+    results: dict[str, Any] = {"corpus": []}
+    halves = ["tune", "heldout"] if args.half == "all" else ([] if args.half == "none" else [args.half])
+    for half in halves:
+        results["corpus"].append(corpus_results(half, args.sample, args.seed))
+    if args.dev and DEV_CORPUS.is_dir():
+        results["dev"] = dev_results()
+    if args.pdf_copies:
+        results["throughput"] = throughput(args.pdf_copies)
+    print_report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str))
 
 
 if __name__ == "__main__":

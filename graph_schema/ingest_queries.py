@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from .queries import _label, _rel
 
-_SKILLS = ("Bottleneck", "Technique")
+_SKILLS = ("Bottleneck", "Technique", "ProtocolStep")
+_SKILL_MATCH = "(n:Bottleneck OR n:Technique OR n:ProtocolStep)"
 
 
 def _by_ids(labels: tuple[str, ...], tail: str) -> str:
@@ -20,12 +21,14 @@ def _by_ids(labels: tuple[str, ...], tail: str) -> str:
     return " UNION ".join(f"UNWIND $ids AS id MATCH (n:{_label(label)} {{id: id}}) {tail}" for label in labels)
 
 SKILL_NODES = (
-    "MATCH (n) WHERE (n:Bottleneck OR n:Technique) AND (n.status IS NULL OR n.status <> 'rejected') "
+    f"MATCH (n) WHERE {_SKILL_MATCH} AND (n.status IS NULL OR n.status <> 'rejected') "
     "RETURN labels(n)[0] AS kind, n.id AS id, n.name AS name, n.description AS description ORDER BY id"
 )
+METRIC_TEXTS = "MATCH (m:Metric) RETURN m.id AS id, m.name AS name, m.description AS description ORDER BY id"
 METRIC_NAMES = "MATCH (m:Metric) RETURN m.id AS id, m.type AS type ORDER BY id"
 
-SOURCE_BY_URI = "MATCH (s:Source {uri: $uri}) RETURN s.id AS id, s.content_hash AS content_hash"
+SOURCE_BY_URI = ("MATCH (s:Source {uri: $uri}) "
+                 "RETURN s.id AS id, s.content_hash AS content_hash, s.extractor AS extractor")
 SOURCE_EVIDENCE_IDS = "MATCH (e:Evidence)-[:FROM]->(s:Source {id: $source}) RETURN e.id AS id"
 # The labels ingest creates nodes of: proposed skills and new conditions.
 EXISTING_IDS = _by_ids((*_SKILLS, "Condition"), "RETURN n.id AS id")
@@ -78,7 +81,7 @@ DELETE_UNSOURCED_EDGES = (
 )
 # Run after the new payload: proposals that no evidence supports any more go.
 DELETE_UNSUPPORTED_PROPOSALS = (
-    "MATCH (n) WHERE (n:Bottleneck OR n:Technique) AND n.origin = 'ingest' AND n.status = 'proposed' "
+    f"MATCH (n) WHERE {_SKILL_MATCH} AND n.origin = 'ingest' AND n.status = 'proposed' "
     "AND NOT (n)-[:SUPPORTED_BY]->(:Evidence) DETACH DELETE n"
 )
 DELETE_UNUSED_CONDITIONS = (
@@ -89,10 +92,11 @@ DELETE_UNUSED_CONDITIONS = (
 
 # --- review ----------------------------------------------------------------------------------
 LIST_PROPOSALS = (
-    "MATCH (n) WHERE (n:Bottleneck OR n:Technique) AND n.status = 'proposed' "
+    f"MATCH (n) WHERE {_SKILL_MATCH} AND n.status = 'proposed' "
     "OPTIONAL MATCH (n)-[:SUPPORTED_BY]->(e:Evidence) "
-    "WITH n, count(e) AS evidence "
-    "RETURN labels(n)[0] AS kind, n.id AS id, n.name AS name, n.description AS description, evidence "
+    "WITH n, count(e) AS evidence, collect(e.quote)[0] AS quote "
+    "RETURN labels(n)[0] AS kind, n.id AS id, n.name AS name, n.description AS description, evidence, "
+    "quote, coalesce(n.nearest, []) AS nearest "
     "ORDER BY kind, id"
 )
 LIST_PROPOSED_EDGES = (

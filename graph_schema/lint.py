@@ -37,7 +37,8 @@ def lint_skills(store: GraphStore, statuses: tuple[str, ...] = ("accepted",)) ->
 
 def _load(store: GraphStore) -> nx.MultiDiGraph:
     graph = nx.MultiDiGraph()
-    for label in ("Bottleneck", "Technique", "Variant", "FailurePattern", "Condition", "Metric", "Evidence", "Source"):
+    for label in ("Bottleneck", "Technique", "Variant", "ProtocolStep", "FailurePattern", "Condition", "Metric",
+                  "Evidence", "Source"):
         for row in store.run(queries.all_nodes(label), {"skip": 0, "limit": PAGE}):
             graph.add_node((label, row["props"]["id"]), label=label, **row["props"])
     for rel in ("DETECTED_BY", "ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "REMEDIED_BY",

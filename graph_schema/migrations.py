@@ -33,10 +33,17 @@ def m003_variant_ids(store: GraphStore) -> None:
     store.ensure_unique("Variant", "id")
 
 
+def m004_protocol_step_ids(store: GraphStore) -> None:
+    """ProtocolStep nodes (the Reviewer's measurement protocol) are looked up by id: a store made before the
+    label existed gets the index (new stores have the unique constraint from m001 already)."""
+    store.ensure_index("ProtocolStep", "id")
+
+
 MIGRATIONS: list[tuple[str, Callable[[GraphStore], None]]] = [
     ("m001", m001_unique_ids),
     ("m002", m002_lookup_indexes),
     ("m003", m003_variant_ids),
+    ("m004", m004_protocol_step_ids),
 ]
 
 

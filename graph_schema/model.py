@@ -142,6 +142,17 @@ class Variant(Node):
         return json.loads(self.params)
 
 
+class ProtocolStep(Node):
+    """One step of the Reviewer's measurement protocol (warm-up, cold L2, clocks, ...): measurement
+    advice that documents give lands here, never among the kernel optimizations."""
+
+    label: ClassVar[str] = "ProtocolStep"
+    name: str
+    description: str
+    practice: str = ""  # how kskill's Reviewer carries the step out
+    status: Status = "accepted"
+
+
 FailureClass = Literal["compile", "runtime", "numeric", "timeout", "cheating", "memory", "other"]
 
 
@@ -155,7 +166,7 @@ class FailurePattern(Node):
     status: Status = "accepted"
 
 
-SourceKind = Literal["paper", "guide", "note", "corpus", "builtin", "documentation"]
+SourceKind = Literal["paper", "slides", "guide", "note", "corpus", "builtin", "documentation"]
 
 
 class Source(Node):
@@ -164,7 +175,9 @@ class Source(Node):
     title: str
     uri: str = ""
     citation: str = ""
+    authors: str = ""
     content_hash: str = ""
+    extractor: str = ""  # name and version of the extractor that read it (ingested sources)
 
 
 class Evidence(Node):
@@ -172,6 +185,9 @@ class Evidence(Node):
     quote: str
     location: str = ""  # "p. 4", "offset 1200", "section Coalescing"
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    claim: str = ""  # what the quote says: remedy, cause, definition, precondition, detection, gain, measurement
+    figures: list[str] = Field(default_factory=list)  # numbers the quote states ("up to 32x", "228 KB")
+    gain: float | None = None  # a speedup factor the quote states
 
 
 # --- short-term memory --------------------------------------------------------------------
@@ -238,7 +254,7 @@ class SkillBase(Node):
 NODE_TYPES: dict[str, type[Node]] = {
     cls.label: cls
     for cls in (
-        Metric, Condition, Bottleneck, Technique, Variant, FailurePattern, Source, Evidence,
+        Metric, Condition, Bottleneck, Technique, Variant, ProtocolStep, FailurePattern, Source, Evidence,
         Run, Attempt, Decision, Observation, Failure, Migration, SkillBase,
     )
 }
@@ -253,8 +269,8 @@ RELATIONSHIPS: dict[str, set[tuple[str, str]]] = {
     "CONFLICTS_WITH": {("Technique", "Technique")},
     "REMEDIED_BY": {("FailurePattern", "Technique")},
     "MEASURED_BY": {("Condition", "Metric")},
-    "SUPPORTED_BY": {(k, "Evidence") for k in ("Bottleneck", "Technique", "Variant", "FailurePattern", "Condition",
-                                                "Metric")},
+    "SUPPORTED_BY": {(k, "Evidence") for k in ("Bottleneck", "Technique", "Variant", "ProtocolStep", "FailurePattern",
+                                                "Condition", "Metric")},
     "FROM": {("Evidence", "Source")},
     "HAS_ATTEMPT": {("Run", "Attempt")},
     "DERIVED_FROM": {("Attempt", "Attempt")},

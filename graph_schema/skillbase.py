@@ -23,13 +23,13 @@ from . import queries
 from .errors import SchemaError
 from .migrations import now_iso
 from .model import (
-    RELATIONSHIPS, AddressedBy, Bottleneck, Condition, Evidence, FailurePattern, Metric, Node, Source,
-    Technique, Variant, stable_id,
+    RELATIONSHIPS, AddressedBy, Bottleneck, Condition, Evidence, FailurePattern, Metric, Node, ProtocolStep,
+    Source, Technique, Variant, stable_id,
 )
 from .store import GraphStore
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
-SKILL_FILES = ("skillbase", "sources", "metrics", "bottlenecks", "techniques", "failures")
+SKILL_FILES = ("skillbase", "sources", "metrics", "bottlenecks", "techniques", "failures", "protocol")
 BATCH = 500
 
 
@@ -121,6 +121,8 @@ def _parse_cached(ordered: tuple[str, ...]) -> SkillBaseInfo:
         builder.bottleneck(entry)
     for entry in data["failures"] or []:
         builder.failure(entry)
+    for entry in data["protocol"] or []:
+        builder.node("protocol", ProtocolStep, entry, drop=("evidence",))
     builder.resolve_references()
     return SkillBaseInfo(version=version, content_hash=digest, payload=payload)
 

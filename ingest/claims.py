@@ -3,7 +3,8 @@
 A `Claim` is one triple (subject, relation, object) plus where it was read. Subjects and
 objects are `EntityRef`s: an existing node's id, or a name and description that entity
 resolution turns into an id. Relations are those of the skill graph, plus GAIN for a
-numeric speedup claim about a technique.
+numeric speedup claim about a technique and SUPPORTS for a passage that is evidence for one
+node (what it is, what causes it, how to measure it) without linking it to another.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Literal
 
 from kskill.graph_schema.model import Condition
 
-Relation = Literal["ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "GAIN"]
-SkillKind = Literal["Bottleneck", "Technique"]
+Relation = Literal["ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN", "SUPPORTS"]
+SkillKind = Literal["Bottleneck", "Technique", "ProtocolStep"]
+# What a quote says about the claim's subject, recorded on its Evidence node.
+ClaimKind = Literal["", "remedy", "cause", "definition", "precondition", "detection", "gain", "measurement"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class EntityRef:
     id: str = ""
     name: str = ""
     description: str = ""
+    nearest: tuple[str, ...] = ()  # for a new entity: the closest existing nodes, for review
 
     @property
     def key(self) -> str:
@@ -43,19 +47,23 @@ class Span:
 class Claim:
     subject: EntityRef
     relation: Relation
-    object: EntityRef | Condition | None  # None for GAIN
+    object: EntityRef | Condition | None  # None for GAIN and SUPPORTS
     confidence: float
     evidence: Span
     extractor: str  # "rules", "llm" or "note"
     gain: float | None = None  # a claimed speedup factor (ADDRESSED_BY or GAIN)
     priority: int | None = None  # notes may state one
     extra_evidence: tuple[Span, ...] = field(default=())
+    kind: ClaimKind = ""
+    figures: tuple[str, ...] = field(default=())  # numbers the quote states, as written
 
     @property
     def triple(self) -> tuple[str, str, str]:
         """(subject, relation, object) as text: ids, condition text, or the gain for GAIN."""
         if self.relation == "GAIN":
             return (self.subject.key, "GAIN", f"{self.gain:g}")
+        if self.relation == "SUPPORTS":
+            return (self.subject.key, "SUPPORTS", "")
         if isinstance(self.object, Condition):
             return (self.subject.key, self.relation, condition_text(self.object))
         return (self.subject.key, self.relation, self.object.key if self.object else "")
@@ -82,17 +90,20 @@ def merge_claims(claims: list[Claim]) -> list[Claim]:
         held = merged.get(claim.triple)
         if held is None:
             merged[claim.triple] = _Merge(claim, dict.fromkeys(s for s in claim.extra_evidence if s != claim.evidence),
-                                          claim.gain)
+                                          claim.gain, claim.figures)
         elif claim.confidence > held.first.confidence:
             spans = (*claim.extra_evidence, held.first.evidence, *held.extra)
             merged[claim.triple] = _Merge(claim, dict.fromkeys(s for s in spans if s != claim.evidence),
-                                          claim.gain if claim.gain is not None else held.gain, alone=False)
+                                          claim.gain if claim.gain is not None else held.gain,
+                                          (*held.figures, *claim.figures), alone=False)
         else:
             held.extra.update(dict.fromkeys(s for s in (claim.evidence, *claim.extra_evidence)
                                             if s != held.first.evidence))
             held.gain = held.gain if held.gain is not None else claim.gain
+            held.figures = (*held.figures, *claim.figures)
             held.alone = False
-    return [m.first if m.alone else replace(m.first, extra_evidence=tuple(m.extra), gain=m.gain)
+    return [m.first if m.alone else replace(m.first, extra_evidence=tuple(m.extra), gain=m.gain,
+                                            figures=tuple(dict.fromkeys((*m.first.figures, *m.figures))))
             for m in merged.values()]
 
 
@@ -103,4 +114,5 @@ class _Merge:
     first: Claim
     extra: dict[Span, None]
     gain: float | None
+    figures: tuple[str, ...] = ()
     alone: bool = True  # one claim only: returned as it came

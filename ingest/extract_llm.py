@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kskill.graph_schema.model import Condition, ConditionOp
 
-from .claims import Claim, EntityRef, Relation, SkillKind, Span, merge_claims
+from .claims import Claim, ClaimKind, EntityRef, Relation, SkillKind, Span, merge_claims
 from .errors import ExtractionError
 from .loaders import Document
 from .segment import Sentence, sentences
@@ -47,6 +47,8 @@ class ClaimOut(BaseModel):
     object: EntityOut | None = None
     condition: ConditionOut | None = None
     gain: float | None = None
+    kind: ClaimKind = Field(default="", description="what the quote says: remedy, cause, definition, precondition, "
+                                                    "detection, gain or measurement")
     quote: str = Field(description="the exact sentence from the text that states the claim")
     confidence: float = Field(ge=0, le=1)
 
@@ -62,7 +64,11 @@ Relations:
 - ADDRESSED_BY: subject is a Bottleneck, object a Technique that fixes, avoids or hides it.
 - REQUIRES / FORBIDDEN_WHEN: subject is a Technique, condition a predicate over one metric of the vocabulary.
 - CONFLICTS_WITH: two Techniques that cannot be combined.
+- DETECTED_BY: subject is a Bottleneck, condition a threshold on one metric that reveals it.
 - GAIN: subject is a Technique, gain the speedup factor the text states (2x faster -> 2.0).
+- SUPPORTS: the sentence explains one Bottleneck, Technique or ProtocolStep (what it is, what causes it, how
+  to measure it); no object. Measurement advice (warm-up, cold L2, clocks, repetitions) supports a ProtocolStep,
+  never a Technique.
 Use the id of a known entity when the text names it; otherwise leave id empty and give a short name and a
 one-sentence description. Quote the sentence that states the claim exactly as written. Only state what the text
 says; return {"claims": []} when it says nothing of this kind. Answer with JSON only."""
@@ -86,6 +92,7 @@ class LLMExtractor:
     call path, with its retries, cache, budget and accounting)."""
 
     name = "llm"
+    version = "llm-2"
 
     def __init__(self, endpoint: Any, nodes: Iterable[Mapping[str, str]], metrics: Sequence[str],
                  chunk_chars: int = CHUNK_CHARS, prompt_chars: int | None = None):
@@ -128,13 +135,16 @@ class LLMExtractor:
         span = Span(sentence.text, doc.location(sentence.start))
         subject = self._entity(out.subject)
         obj: EntityRef | Condition | None = None
-        if out.relation in ("REQUIRES", "FORBIDDEN_WHEN"):
+        if out.relation in ("REQUIRES", "FORBIDDEN_WHEN", "DETECTED_BY"):
             obj = self._condition(out.condition)
-            if obj is None or out.subject.kind != "Technique":
+            wanted = "Bottleneck" if out.relation == "DETECTED_BY" else "Technique"
+            if obj is None or out.subject.kind != wanted:
                 return None
         elif out.relation == "GAIN":
             if out.gain is None or out.gain < 1.0 or out.subject.kind != "Technique":
                 return None
+        elif out.relation == "SUPPORTS":
+            obj = None
         else:
             if out.object is None:
                 return None
@@ -142,7 +152,8 @@ class LLMExtractor:
             expected = ("Bottleneck", "Technique") if out.relation == "ADDRESSED_BY" else ("Technique", "Technique")
             if (subject.kind, obj.kind) != expected:
                 return None
-        return Claim(subject, out.relation, obj, round(out.confidence, 2), span, self.name, gain=out.gain)
+        return Claim(subject, out.relation, obj, round(out.confidence, 2), span, self.name, gain=out.gain,
+                     kind=out.kind)
 
     def _entity(self, out: EntityOut) -> EntityRef:
         known_id = out.id if self.known.get(out.id) == out.kind else ""

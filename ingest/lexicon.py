@@ -27,9 +27,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "materialized_intermediates": (r"intermediate (?:results|tensors|values) (?:to|in|through) (?:hbm|dram|global memory)",
                                    r"round[- ]trip(?:s|ping)? (?:to|through) (?:hbm|dram|global memory)"),
     "register_pressure": (r"register pressure", r"register spill", r"spill(?:s|ing)? to local memory", r"too many registers",
-                          r"more registers than available", r"register (?:limit|usage)"),
+                          r"more registers than available", r"register (?:limit|usage|budget)"),
     "occupancy_limited": (r"low occupancy", r"occupancy (?:is )?limit", r"limit(?:s|ed|ing)? (?:the )?occupancy",
-                          r"(?:too )?few (?:resident |active )?warps", r"reduces? occupancy"),
+                          r"(?:too )?few (?:resident |active )?warps", r"reduc(?:es?|ing) (?:the )?occupancy"),
     "warp_divergence": (r"warp divergence", r"divergent warps?", r"branch divergence", r"diverge(?:nt|s)?\b",
                         r"different execution paths"),
     "uncoalesced_access": (r"uncoalesced", r"non[- ]coalesced", r"strided (?:access|load)", r"non-optimal global memory access",
@@ -47,18 +47,20 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "barrier_stall": (r"barrier stall", r"__syncthreads\(\)? (?:overhead|stall)", r"synchronization (?:overhead|stall)"),
     "poor_l2_reuse": (r"l2 (?:cache )?(?:hit rate|reuse|locality)", r"l2 cache misses"),
     "redundant_work": (r"redundant (?:work|computation)", r"recomput\w+ the same"),
-    "materialized_attention_scores": (r"attention (?:matrix|scores) (?:in|to) (?:hbm|global memory)",),
+    "materialized_attention_scores": (r"attention (?:matrix|scores) (?:in|to) (?:hbm|global memory)",
+                                      r"materiali[sz]e (?:the )?(?:attention |scores? )?matri(?:x|ces)",
+                                      r"(?:attn\.?|attention) (?:score )?matri(?:x|ces)"),
     # techniques
     "kernel_fusion": (r"kernel fusion", r"fus(?:e|ed|ing|es) (?:\w+ )?(?:pointwise|elementwise|element-wise) op",
                       r"operator fusion", r"fus(?:e|ing) (?:the )?kernels", r"combine kernels", r"fusion"),
-    "gemm_epilogue_fusion": (r"epilogue fusion", r"fused epilogue", r"fus(?:e|ed|ing) (?:the |an )?epilogue",
-                             r"epilogue"),
+    "gemm_epilogue_fusion": (r"epilogue fusion", r"fused epilogue", r"fus(?:e|ed|ing) (?:the |an )?epilogue"),
     "online_softmax": (r"online softmax", r"single[- ]pass softmax", r"online normali[sz]er"),
     "flash_attention": (r"flash ?attention", r"fused attention"),
     "autotune_launch": (r"auto[- ]?tun\w*", r"parameter tuning", r"tun(?:e|ing) (?:the )?(?:block[_ ]size|num_warps|num_stages|launch)",
-                        r"triton\.autotune"),
+                        r"triton\.autotune", r"tunable (?:template )?parameters", r"config(?:uration)?s? search"),
     "vectorized_access": (r"vectori[sz]ed (?:loads?|stores?|access|reads?|memory)", r"float4", r"128-bit (?:loads|access)",
-                          r"vector (?:loads|stores|width)", r"vectori[sz]ation"),
+                          r"vector (?:loads|stores|width)", r"vectori[sz]ation", r"wide\s+(?:__ldg\s+)?loads?",
+                          r"128[- ]?bits? (?:per )?(?:load|access|width)"),
     "shared_memory_tiling": (r"shared[- ]memory tiling", r"stage (?:data )?(?:from device memory )?into shared memory",
                              r"tiles? (?:in|into) shared memory", r"tiling (?:with|in|through) shared memory",
                              r"(?:maximi[sz]\w+|using) (?:the use of )?on-chip memory"),
@@ -72,7 +74,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "persistent_kernel": (r"persistent (?:kernel|cta|thread ?block|scheduling)", r"persistent\b"),
     "software_pipelining": (r"software pipelin\w+", r"double[- ]buffer\w*", r"multi[- ]stage pipelin\w+", r"num_stages",
                             r"overlap(?:s|ping)? (?:\w+ ){0,3}(?:memory|loads?|copies|copy|tma|data transfers?) (?:with|and) (?:\w+ )?(?:compute|computation|math|gemm)",
-                            r"pipelin(?:e|ed|ing)\b", r"prefetch\w*"),
+                            r"pipelin(?:e|ed|ing)\b", r"prefetch\w*", r"pipeline stag\w+",
+                            r"(?:\d+|two|three|four|multiple)[- ]stages?\b"),
     "bank_conflict_padding": (r"pad(?:ding)? (?:the )?(?:shared|smem|columns)", r"swizzl\w+"),
     "cache_modifiers": (r"cache (?:modifiers?|hints?)", r"eviction (?:policy|hints?)", r"evict_(?:first|last)",
                         r"cache_modifier", r"\.cg\b", r"streaming stores?"),
@@ -84,7 +87,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "block_row_mode": (r"block[- ]row mode", r"(?:several|multiple) rows per program", r"block_row"),
     "hoist_invariant_loads": (r"hoist\w*", r"loop[- ]invariant loads?"),
     "sm_count_grid": (r"grid sized to the (?:sm|multiprocessor) count", r"one (?:cta|block|program) per sm"),
-    "warp_specialization": (r"warp[- ]speciali[sz]\w+", r"producer[- ]consumer warps?", r"specialized warpgroups?"),
+    "warp_specialization": (r"warp[- ]speciali[sz]\w+", r"producer[- ]consumer", r"specialized warpgroups?",
+                            r"\(producer\)"),
     "fast_math_intrinsics": (r"intrinsic functions?", r"fast[- ]math", r"__expf|__fdividef|__sinf", r"intrinsics"),
     "thread_coarsening": (r"thread coarsening", r"elements (?:each|per) thread (?:processes|handles)",
                           r"each thread (?:handles|processes) multiple", r"coarsen\w*", r"more work per thread"),
@@ -97,13 +101,23 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "triton_reduction": (r"single[- ]kernel reduction", r"one-pass reduction"),
     "fused_normalization": (r"fused (?:layer|rms|group)?\s?norm\w*",),
     "algebraic_simplification": (r"algebraic simplification", r"algebraic(?:ally)? (?:rewrite|identit)"),
+    # the Reviewer's measurement protocol
+    "measure_warmup": (r"warm[- ]?ups?\b", r"warm[- ]?up (?:iterations|runs|loops?)"),
+    "measure_cold_l2": (r"(?:flush|clear|clean|cold)\w* (?:the )?(?:device )?l2", r"l2 (?:cache )?flush\w*", r"buffer rotation",
+                        r"rotat\w+ (?:the )?(?:input )?buffers", r"caches? (?:are |is )?[\"']?cold"),
+    "measure_device_events": (r"cuda ?events?", r"cudaeventrecord", r"nsight[- ]systems"),
+    "measure_repetitions": (r"(?:profiling|testing|measured|timed|benchmark) (?:iterations|repetitions|runs)",
+                            r"run[- ]to[- ]run variation", r"number of (?:iterations|repetitions|trials)"),
+    "measure_interleaved": (r"interleav\w+",),
+    "measure_clock_control": (r"lock\w* (?:the )?(?:gpu |memory )?clocks?", r"clock (?:speed|frequenc\w+|variation|variability)",
+                              r"fixed[- ]frequency", r"gpc frequenc\w+", r"clocks? (?:to )?(?:reach|settle|stabili[sz])"),
 }
 
 
 @dataclass(frozen=True)
 class Mention:
     id: str
-    kind: str  # Bottleneck | Technique
+    kind: str  # Bottleneck | Technique | ProtocolStep
     start: int  # offset in the sentence
     end: int
     exact: bool  # the node's name or id, not an alias
@@ -118,7 +132,7 @@ class LexiconEntry:
 
 
 class Lexicon:
-    """Finds mentions of known Bottlenecks and Techniques in text."""
+    """Finds mentions of known Bottlenecks, Techniques and protocol steps in text."""
 
     def __init__(self, nodes: Iterable[Mapping[str, str]], aliases: Mapping[str, tuple[str, ...]] = ALIASES):
         """`nodes`: rows with id, kind and name (rejected nodes should not be passed)."""

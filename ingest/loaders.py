@@ -50,6 +50,8 @@ class Document:
     raw: str = ""  # the file's text before blanking (notes are parsed from it); "" for PDFs
     page_starts: list[int] = field(default_factory=list)  # offset of each page, PDFs only
     sections: list[Section] = field(default_factory=list)
+    authors: str = ""
+    source_kind: str = "documentation"  # paper, slides, note (a repository README) or documentation
 
     @property
     def pages(self) -> int:
@@ -94,6 +96,7 @@ class Found:
 
     path: Path
     skipped: str = ""
+    missing: bool = False  # a path the user named that does not exist: a failure, not a skip
 
 
 def discover(paths: Sequence[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[Found]:
@@ -111,7 +114,7 @@ def discover(paths: Sequence[Path], include: Sequence[str] = (), exclude: Sequen
         elif root.is_dir():
             found.extend(_walk(root, chosen, exclude))
         else:
-            found.append(Found(root, "no such file or folder"))
+            found.append(Found(root, "no such file or folder", missing=True))
     return found
 
 
@@ -162,16 +165,50 @@ def load_document(path: Path, max_text_bytes: int = MAX_TEXT_BYTES, max_pdf_byte
         raise FileRejected(f"cannot read the file: {exc.strerror or exc}") from exc
     digest = hashlib.sha256(data).hexdigest()
     if kind == "pdf":
-        from .pdf import read_pdf
+        from .pdf import read_pdf_text
 
-        pages = read_pdf(data)
-        return _from_pages(path, pages, digest)
+        return _from_pages(path, read_pdf_text(data), digest)
     raw = decode_text(data)
     text, sections = CLEANERS[kind](raw)
     if not text.strip() and not (kind == "markdown" and _MD_FRONT_MATTER.match(raw)):  # a note may be all front matter
         raise FileRejected("the file holds no text once markup is removed")
-    title = sections[0].title if sections else path.stem
-    return Document(path=path, kind=kind, title=title, text=text, content_hash=digest, raw=raw, sections=sections)
+    front = front_matter(raw) if kind == "markdown" else {}
+    title = _text_field(front.get("title")) or (sections[0].title if sections else path.stem)
+    return Document(path=path, kind=kind, title=title, text=text, content_hash=digest, raw=raw, sections=sections,
+                    authors=_authors(front), source_kind="note" if is_readme(path) else "documentation")
+
+
+def is_readme(path: Path) -> bool:
+    """A repository README (README.md, or a copy named like gemm-readme.md): recorded as a note."""
+    return re.search(r"(?:^|[-_.])readme$", path.stem, re.I) is not None
+
+
+def front_matter(raw: str) -> dict:
+    """The YAML front matter of a Markdown file as a mapping ({} when absent or not a mapping)."""
+    m = _MD_FRONT_MATTER.match(raw)
+    if not m:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(m.group(0).strip("-\n"))
+    except yaml.YAMLError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _text_field(value) -> str:
+    return " ".join(str(value).split())[:200] if isinstance(value, str | int | float) else ""
+
+
+def _authors(front: dict) -> str:
+    value = front.get("authors", front.get("author"))
+    if isinstance(value, list):
+        names = [v.get("name", "") if isinstance(v, dict) else str(v) for v in value]
+        return ", ".join(n for n in names if n)[:300]
+    if isinstance(value, dict):
+        return _text_field(value.get("name"))
+    return _text_field(value)
 
 
 def decode_text(data: bytes) -> str:
@@ -191,7 +228,8 @@ def decode_text(data: bytes) -> str:
     return text.replace("\r\n", " \n").replace("\r", "\n")  # same length: offsets still hold
 
 
-def _from_pages(path: Path, pages: list[str], digest: str) -> Document:
+def _from_pages(path: Path, pdf, digest: str) -> Document:
+    pages = pdf.pages
     starts, parts, offset = [], [], 0
     for page in pages:
         starts.append(offset)
@@ -202,8 +240,9 @@ def _from_pages(path: Path, pages: list[str], digest: str) -> Document:
     # A page's first line is its title on slides and often a running head in papers: either way, context.
     sections = [Section(start, title[:120]) for start, page in zip(starts, pages)
                 if (title := next((ln.strip() for ln in page.splitlines() if len(ln.strip()) > 3), ""))]
-    return Document(path=path, kind="pdf", title=first_line[:120], text=text, content_hash=digest,
-                    page_starts=starts, sections=sections)
+    return Document(path=path, kind="pdf", title=(pdf.title or first_line)[:120], text=text, content_hash=digest,
+                    page_starts=starts, sections=sections, authors=pdf.author[:300],
+                    source_kind="slides" if pdf.slides else "paper")
 
 
 # --- cleaners: markup blanked with spaces so offsets are kept ------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import logging
 import re
+import statistics
+from dataclasses import dataclass
 
 from .errors import FileRejected
 
@@ -16,8 +18,26 @@ BULLETS = re.compile(r"^[ \t]*[●•▪◦‣∙○■□–\-\u2013\u2014>]+[ 
 HYPHEN_BREAK = re.compile(r"(\w)-\n(\w)")
 
 
+SLIDE_TOOLS = re.compile(r"powerpoint|keynote|google|impress|beamer|slides", re.I)
+PLACEHOLDER_TITLES = re.compile(r"^(?:untitled|presentation\d*|powerpoint presentation|slide \d+|microsoft word.*|.*\.(?:pdf|pptx?|docx?|tex))$",
+                                re.I)
+
+
+@dataclass(frozen=True)
+class PdfText:
+    pages: list[str]
+    title: str = ""  # from the document information, when it is a real title
+    author: str = ""
+    slides: bool = False  # a slide deck: landscape pages with little text each, or made by a slide tool
+
+
 def read_pdf(data: bytes) -> list[str]:
     """The text of each page; bullets become line starts the sentence splitter can see."""
+    return read_pdf_text(data).pages
+
+
+def read_pdf_text(data: bytes) -> PdfText:
+    """The text of each page and what the file says about itself (title, author, slides or not)."""
     import pypdf
     from pypdf.errors import FileNotDecryptedError, PdfReadError
 
@@ -28,6 +48,8 @@ def read_pdf(data: bytes) -> list[str]:
             raise FileRejected("the PDF is encrypted with a password: decrypt it first "
                                "(e.g. `qpdf --decrypt --password=... in.pdf out.pdf`)")
         pages = [_page_text(page) for page in reader.pages]
+        info = _info(reader)
+        shape = _landscape(reader)
     except FileRejected:
         raise
     except FileNotDecryptedError as exc:
@@ -43,7 +65,28 @@ def read_pdf(data: bytes) -> list[str]:
     if not any(p.strip() for p in pages):
         raise FileRejected("the PDF has no text layer (a scan or images only): run OCR on it first "
                            "(e.g. `ocrmypdf in.pdf out.pdf`)")
-    return pages
+    tool = f"{info.get('/Creator', '')} {info.get('/Producer', '')}"
+    sparse = statistics.median(len(p) for p in pages) < 1200
+    title = " ".join(info.get("/Title", "").split())
+    return PdfText(pages, title=title if title and not PLACEHOLDER_TITLES.match(title) else "",
+                   author=" ".join(info.get("/Author", "").split()),
+                   slides=sparse and (shape or bool(SLIDE_TOOLS.search(tool))))
+
+
+def _info(reader) -> dict[str, str]:
+    try:
+        meta = reader.metadata or {}
+        return {str(k): str(v) for k, v in meta.items() if isinstance(v, str)}
+    except Exception:  # a damaged information dictionary: the text is still usable
+        return {}
+
+
+def _landscape(reader) -> bool:
+    try:
+        box = reader.pages[0].mediabox
+        return float(box.width) > 1.2 * float(box.height)
+    except Exception:  # no usable page box: say nothing about the shape
+        return False
 
 
 def _page_text(page) -> str:

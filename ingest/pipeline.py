@@ -1,8 +1,9 @@
 """`kskill ingest`: walk, load, extract, resolve and write, file by file, each file in one transaction.
 
 A file that cannot be used (bad bytes, bad note, an extractor or store failure) is reported
-with its reason and the walk goes on. A file whose content hash matches what the graph
-already holds for its path is skipped; a changed one replaces what its earlier version said.
+with its reason and the walk goes on. A file whose content hash and extractor version match
+what the graph already holds for its path is skipped (unless forced); a changed file, or one
+read by another extractor version, replaces what its earlier reading said.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from kskill.graph_schema.store import GraphStore
 from .claims import Claim
 from .errors import FileRejected
 from .extract_rules import RuleExtractor, RuleSettings
-from .lexicon import Lexicon
+from .linking import EntityLinker
 from .loaders import MAX_PDF_BYTES, MAX_TEXT_BYTES, Document, discover, load_document
 from .notes import is_note, note_citation, parse_note
 from .resolve import Resolution, Resolver
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 class Extractor(Protocol):
     name: str
+    version: str  # recorded on each Source; another version re-reads the file
 
     def extract(self, doc: Document) -> list[Claim]: ...
 
@@ -40,6 +42,7 @@ class IngestOptions:
     include: Sequence[str] = ()
     exclude: Sequence[str] = ()
     dry_run: bool = False
+    force: bool = False  # re-extract files the graph already holds unchanged
     min_confidence: float = 0.5
     max_text_bytes: int = MAX_TEXT_BYTES
     max_pdf_bytes: int = MAX_PDF_BYTES
@@ -55,6 +58,7 @@ class FileReport:
     note: bool = False
     counts: dict[str, int] = field(default_factory=dict)
     triples: list[dict[str, Any]] = field(default_factory=list)
+    source: dict[str, str] = field(default_factory=dict)  # kind, title and authors recorded for the file
 
 
 @dataclass
@@ -90,7 +94,7 @@ class Ingestor:
         self.metrics = {r["id"]: r["type"] or "number" for r in store.run(iq.METRIC_NAMES)}
         self.resolver = Resolver(nodes, retriever)
         self.extractor = extractor or RuleExtractor(
-            Lexicon(nodes), self.resolver.find if retriever is not None else None,
+            EntityLinker(nodes, store.run(iq.METRIC_TEXTS), retriever),
             RuleSettings(min_confidence=self.options.min_confidence))
         self.on_written = on_written
 
@@ -101,7 +105,8 @@ class Ingestor:
         wrote = False
         for i, item in enumerate(found):
             if item.skipped:
-                report.files.append(FileReport(str(item.path), "skipped", item.skipped))
+                status = "failed" if item.missing else "skipped"
+                report.files.append(FileReport(str(item.path), status, item.skipped))
             else:
                 file_report = self.ingest_file(item.path)
                 wrote = wrote or file_report.status == "ingested"
@@ -120,12 +125,16 @@ class Ingestor:
             report.kind, report.pages = doc.kind, doc.pages
             uri = path.resolve().as_uri()
             held = self.store.run(iq.SOURCE_BY_URI, {"uri": uri})
-            if held and held[0]["content_hash"] == doc.content_hash:
-                report.status, report.reason = "unchanged", "already ingested with this content"
-                return report
             report.note = is_note(doc)
-            plan = self.plan(doc, uri, report.note)
-            report.triples = [_triple_row(c) for c in plan.claims]
+            version = "note" if report.note else self.extractor.version
+            if held and held[0]["content_hash"] == doc.content_hash and not self.options.force:
+                if held[0]["extractor"] in (version, None) or report.note:
+                    report.status, report.reason = "unchanged", "already ingested with this content"
+                    return report
+                report.reason = f"re-read: extracted by {held[0]['extractor']}, now {version}"
+            plan = self.plan(doc, uri, report.note, version)
+            report.triples = [_triple_row(c, set(plan.new_nodes)) for c in plan.claims]
+            report.source = {"kind": plan.source.kind, "title": plan.source.title, "authors": plan.source.authors}
             nodes, edges = existing(self.store, plan)
             report.counts = plan.counts(nodes, edges)
             if self.options.dry_run:
@@ -140,10 +149,11 @@ class Ingestor:
             report.reason = f"{type(exc).__name__}: {exc}"
         return report
 
-    def plan(self, doc: Document, uri: str, note: bool) -> FilePlan:
+    def plan(self, doc: Document, uri: str, note: bool, version: str = "") -> FilePlan:
         claims = parse_note(doc, self.metrics) if note else self.extractor.extract(doc)
-        kind = "note" if note else ("paper" if doc.kind == "pdf" else "documentation")
-        source = source_for(uri, doc.title, kind, doc.content_hash, note_citation(doc) if note else "")
+        kind = "note" if note else doc.source_kind
+        source = source_for(uri, doc.title, kind, doc.content_hash, note_citation(doc) if note else "",
+                            authors=doc.authors, extractor=version)
         resolved: list[tuple[Claim, Resolution, Resolution | None]] = []
         for claim in claims:
             subject = self.resolver.resolve(claim.subject)
@@ -155,7 +165,16 @@ class Ingestor:
         return plan_file(source, resolved)
 
 
-def _triple_row(claim: Claim) -> dict[str, Any]:
+def _triple_row(claim: Claim, new: set[str]) -> dict[str, Any]:
     subject, relation, obj = claim.triple
-    return {"subject": subject, "relation": relation, "object": obj, "confidence": claim.confidence,
-            "extractor": claim.extractor, "quote": claim.evidence.quote, "location": claim.evidence.location}
+    row = {"subject": subject, "relation": relation, "object": obj, "confidence": claim.confidence,
+           "extractor": claim.extractor, "quote": claim.evidence.quote, "location": claim.evidence.location,
+           "kind": claim.kind}
+    if claim.gain is not None:
+        row["gain"] = claim.gain
+    if claim.figures:
+        row["figures"] = list(claim.figures)
+    for side, ref in (("subject", claim.subject), ("object", claim.object)):
+        if hasattr(ref, "kind") and getattr(ref, "id", "") in new:
+            row[f"{side}_proposed"] = {"kind": ref.kind, "name": ref.name, "nearest": list(ref.nearest)}
+    return row

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kskill.retrieval import Retriever
+from kskill.retrieval import SKILL_KINDS, Retriever
 
 from .claims import EntityRef
 
@@ -48,7 +48,7 @@ class Resolver:
             known = self.by_name.get((ref.kind, _norm(text))) if text else None
             if known:
                 return Resolution(_with_id(ref, known), merged=True)
-        if self.retriever is not None and ref.name:
+        if self.retriever is not None and ref.name and ref.kind in SKILL_KINDS:
             query = f"{ref.name}. {ref.description}".strip()
             hits = self.retriever.search(query, [ref.kind], k=1)
             if hits and hits[0].is_same_entity and hits[0].id in self.kinds:
@@ -56,13 +56,6 @@ class Resolver:
         new_id = self._free_id(ref.id or slug(ref.name), ref.kind)
         self._know(new_id, ref.kind, ref.name)  # a second mention in the same run merges into it
         return Resolution(_with_id(ref, new_id), merged=False)
-
-    def find(self, text: str, kind: str) -> str | None:
-        """For the rule extractor: the one node of `kind` retrieval is sure a sentence names."""
-        if self.retriever is None:
-            return None
-        hits = self.retriever.search(text, [kind], k=1)
-        return hits[0].id if hits and hits[0].is_same_entity and hits[0].id in self.kinds else None
 
     def _free_id(self, base: str, kind: str) -> str:
         candidate, n = base, 2
@@ -83,4 +76,4 @@ def _norm(text: str) -> str:
 
 
 def _with_id(ref: EntityRef, node_id: str) -> EntityRef:
-    return EntityRef(ref.kind, node_id, ref.name, ref.description)
+    return replace(ref, id=node_id)

@@ -33,12 +33,20 @@ class Sentence:
 
 def sentences(doc: Document) -> list[Sentence]:
     """All sentences of a document, in order."""
-    out: list[Sentence] = []
+    return [s for block in sentence_blocks(doc) for s in block]
+
+
+def sentence_blocks(doc: Document) -> list[list[Sentence]]:
+    """The sentences of each block (paragraph, list item, table row, heading), blocks in order."""
+    out: list[list[Sentence]] = []
     for start, end in _blocks(doc):
+        block = []
         for s, e in _split_block(doc.text, start, end, pdf=doc.kind == "pdf"):
             text = " ".join(doc.text[s:e].split()).strip(" |")
             if len(text) >= MIN_SENTENCE_CHARS and any(ch.isalpha() for ch in text):
-                out.append(Sentence(text, s, e))
+                block.append(Sentence(text, s, e))
+        if block:
+            out.append(block)
     return out
 
 

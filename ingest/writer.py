@@ -15,7 +15,9 @@ from typing import Any
 
 from kskill.graph_schema import ingest_queries as iq
 from kskill.graph_schema.migrations import now_iso
-from kskill.graph_schema.model import AddressedBy, Bottleneck, Condition, Evidence, Node, Source, Technique, stable_id
+from kskill.graph_schema.model import (
+    AddressedBy, Bottleneck, Condition, Evidence, Node, ProtocolStep, Source, Technique, stable_id,
+)
 from kskill.graph_schema.skillbase import BATCH, GraphPayload, write_payload
 from kskill.graph_schema.store import GraphStore
 
@@ -24,7 +26,7 @@ from .resolve import Resolution
 
 ORIGIN = "ingest"
 INGESTED_PRIORITY = 10  # below every built-in technique link: ingested links are tie-breakers until reviewed
-SKILL_MODELS = {"Bottleneck": Bottleneck, "Technique": Technique}
+SKILL_MODELS = {"Bottleneck": Bottleneck, "Technique": Technique, "ProtocolStep": ProtocolStep}
 
 
 @dataclass
@@ -46,6 +48,7 @@ class FilePlan:
     merged_ids: set[str] = field(default_factory=set)
     edges: dict[tuple[str, str, str], ClaimEdge] = field(default_factory=dict)
     claims: list[Claim] = field(default_factory=list)
+    nearest: dict[str, list[str]] = field(default_factory=dict)  # proposed node -> closest existing nodes
 
     def counts(self, existing_nodes: set[str], existing_edges: set[tuple[str, str, str]]) -> dict[str, int]:
         created_nodes = [n for n in self.new_nodes if n not in existing_nodes]
@@ -59,9 +62,10 @@ class FilePlan:
         }
 
 
-def source_for(uri: str, title: str, kind: str, content_hash: str, citation: str = "") -> Source:
-    return Source(id=stable_id("src", uri), kind=kind, title=title[:200] or uri, uri=uri,
-                  citation=citation, content_hash=content_hash)
+def source_for(uri: str, title: str, kind: str, content_hash: str, citation: str = "", authors: str = "",
+               extractor: str = "") -> Source:
+    return Source(id=stable_id("src", uri), kind=kind, title=title[:200] or uri, uri=uri, citation=citation,
+                  authors=authors, content_hash=content_hash, extractor=extractor)
 
 
 def plan_file(source: Source, resolved: list[tuple[Claim, Resolution, Resolution | None]]) -> FilePlan:
@@ -73,10 +77,10 @@ def plan_file(source: Source, resolved: list[tuple[Claim, Resolution, Resolution
         plan.claims.append(claim)
         start = _skill_node(plan, subject)
         spans = (claim.evidence, *claim.extra_evidence)
-        evidence = [_evidence(plan, source, span, claim.confidence) for span in spans]
+        evidence = [_evidence(plan, source, span, claim) for span in spans]
         for ev in evidence:
             plan.fresh.link("SUPPORTED_BY", start, ev)
-        if claim.relation == "GAIN":
+        if claim.relation in ("GAIN", "SUPPORTS"):
             continue
         if isinstance(claim.object, Condition):
             end = plan.new_nodes.setdefault(claim.object.id, claim.object)
@@ -106,12 +110,16 @@ def _skill_node(plan: FilePlan, resolution: Resolution) -> Node:
         plan.new_nodes[ref.id] = model(id=ref.id, name=ref.name or ref.id,
                                        description=ref.description or f"Proposed from {plan.source.title}.",
                                        status="proposed")
+        if ref.nearest:
+            plan.nearest[ref.id] = [n for n in ref.nearest if n != ref.id]
     return plan.new_nodes[ref.id]
 
 
-def _evidence(plan: FilePlan, source: Source, span: Span, confidence: float) -> Evidence:
+def _evidence(plan: FilePlan, source: Source, span: Span, claim: Claim) -> Evidence:
     ev = Evidence(id=stable_id("ev", source.id, span.quote, span.location), quote=span.quote,
-                  location=span.location, confidence=round(confidence, 3))
+                  location=span.location, confidence=round(claim.confidence, 3), claim=claim.kind,
+                  figures=[f for f in claim.figures if f in span.quote],
+                  gain=claim.gain if span == claim.evidence else None)
     ev = plan.fresh.add(ev)
     plan.fresh.link("FROM", ev, source)
     return ev
@@ -167,6 +175,8 @@ def _create_nodes(tx: GraphStore, plan: FilePlan, now: str) -> None:
         props = node.properties()
         props.pop("created_at", None)
         props["origin"] = ORIGIN
+        if plan.nearest.get(node.id):
+            props["nearest"] = plan.nearest[node.id]
         by_label[node.label].append({"id": node.id, "props": props})
         if isinstance(node, Condition):
             measured.append({"start": node.id, "end": node.metric, "props": {"origin": ORIGIN}})

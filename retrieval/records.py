@@ -85,7 +85,9 @@ def graph_fingerprint(store: GraphStore) -> str:
 
 def records_from_skill_files(folder: Path) -> list[SearchRecord]:
     """Records straight from skill-base YAML files (bottlenecks, techniques, failures and their evidence)."""
-    files = {"Technique": "techniques.yaml", "Bottleneck": "bottlenecks.yaml", "FailurePattern": "failures.yaml"}
+    # ProtocolStep nodes are not searched, but their evidence is, as the store indexes every Evidence node.
+    files = {"Technique": "techniques.yaml", "Bottleneck": "bottlenecks.yaml", "FailurePattern": "failures.yaml",
+             "ProtocolStep": "protocol.yaml"}
     records: list[SearchRecord] = []
     evidence: dict[str, dict[str, Any]] = {}
     for kind, filename in files.items():
@@ -93,7 +95,8 @@ def records_from_skill_files(folder: Path) -> list[SearchRecord]:
         if not path.exists():
             continue
         for entry in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
-            records.append(record_from_row(kind, entry))
+            if kind in SKILL_KINDS:
+                records.append(record_from_row(kind, entry))
             # A technique's variants cite evidence of their own (the variants are not searched).
             for owner in [entry, *(entry.get("variants") or [])]:
                 for ev in owner.get("evidence") or []:

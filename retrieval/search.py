@@ -149,6 +149,25 @@ class Retriever:
             scored = self._hybrid(query, kinds, k)
         return [self._match(key, score, via) for key, score in scored[:k]]
 
+    def search_batch(self, texts: Sequence[str], kinds: Iterable[str] | None = None, k: int = 5,
+                     via: Via | None = None, vectors: np.ndarray | None = None) -> list[list[Match]]:
+        """`search` for many texts, their embeddings computed in one batch (ingest links every passage).
+        `vectors`, when given, are the texts' embeddings already computed (of `query_text(text)`)."""
+        queries = [clean_query(text) for text in texts]
+        kinds = check_kinds(kinds)
+        via = via or self.default_via
+        if via == "lexical" or not queries:
+            return [self.search(query, kinds, k, via) for query in queries]
+        if self.vectors is None:
+            raise QueryError(f"{via} search needs an embedding model, and none is loaded")
+        if vectors is None:
+            vectors = self.embedder.embed([self.query_text(q) for q in queries])
+        out = []
+        for query, qvec in zip(queries, vectors):
+            scored = self._vector(query, kinds, k, qvec) if via == "vector" else self._hybrid(query, kinds, k, qvec)
+            out.append([self._match(key, score, via) for key, score in scored[:k]])
+        return out
+
     def _lexical_scores(self, query: str, kinds: Sequence[str]) -> np.ndarray:
         scores = self._bm25.scores(terms(query))
         masks = [self._kind_masks[kind] for kind in kinds if kind in self._kind_masks]
@@ -160,16 +179,22 @@ class Retriever:
         scores = self._lexical_scores(query, kinds)
         return [(self._order[p].id, float(scores[p])) for p in _top(scores, k)]
 
-    def _query_vector(self, query: str) -> np.ndarray:
-        return self.embedder.embed([expand_query(query) if self.expand else query])[0]
+    def query_text(self, query: str) -> str:
+        """The text the embedding model reads for a query: jargon expanded with plain names."""
+        return expand_query(query) if self.expand else query
 
-    def _vector(self, query: str, kinds: Sequence[str], k: int) -> list[tuple[str, float]]:
-        hits = self.vectors.search(self._query_vector(query), kinds, k)
+    def _query_vector(self, query: str) -> np.ndarray:
+        return self.embedder.embed([self.query_text(query)])[0]
+
+    def _vector(self, query: str, kinds: Sequence[str], k: int,
+                qvec: np.ndarray | None = None) -> list[tuple[str, float]]:
+        hits = self.vectors.search(self._query_vector(query) if qvec is None else qvec, kinds, k)
         return [(h.key, max(h.score, 0.0)) for h in hits]
 
-    def _hybrid(self, query: str, kinds: Sequence[str], k: int) -> list[tuple[str, float]]:
+    def _hybrid(self, query: str, kinds: Sequence[str], k: int,
+                qvec: np.ndarray | None = None) -> list[tuple[str, float]]:
         pool = max(CANDIDATES, 4 * k)
-        qvec = self._query_vector(query)
+        qvec = self._query_vector(query) if qvec is None else qvec
         cosine = {h.key: h.score for h in self.vectors.search(qvec, kinds, pool)}
         lexical = self._lexical_scores(query, kinds)
         for p in _top(lexical, pool):

@@ -19,6 +19,7 @@ from kskill.ingest.pipeline import IngestOptions, Ingestor, IngestReport
 @click.option("--include", multiple=True, metavar="GLOB", help="Only files matching (repeatable; default: all supported types).")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files or folders matching (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+@click.option("--force", is_flag=True, help="Re-extract files the graph already holds unchanged (their old claims are replaced).")
 @click.option("--brain", type=click.Choice(["rules", "llm"]), default="rules", show_default=True,
               help="Extractor for free text: cue rules (offline) or the configured LLM endpoint.")
 @click.option("--min-confidence", type=click.FloatRange(0, 1), default=0.5, show_default=True,
@@ -28,16 +29,19 @@ from kskill.ingest.pipeline import IngestOptions, Ingestor, IngestReport
 @json_option
 @pass_app
 def ingest(app: App, paths: tuple[Path, ...], include: tuple[str, ...], exclude: tuple[str, ...], dry_run: bool,
-           brain: str, min_confidence: float, lexical: bool, max_mb: int | None, as_json: bool) -> None:
+           force: bool, brain: str, min_confidence: float, lexical: bool, max_mb: int | None, as_json: bool) -> None:
     """Read PDFs, Markdown, reStructuredText, HTML and text; write bottleneck -> technique -> precondition
-    claims with their evidence. New skills arrive as `proposed`: see `kskill skills review`."""
+    claims with their evidence. New skills arrive as `proposed`: see `kskill skills review`.
+
+    Exits with status 1 when a path does not exist or any file failed; the others are still ingested."""
     from kskill.retrieval import refresh, retriever_for
 
     store = app.store()
     settings = app.settings
     retriever = retriever_for(store, settings.home, settings.embedding_model or None,
                               **({"embedder": None} if lexical else {}))
-    options = IngestOptions(include=include, exclude=exclude, dry_run=dry_run, min_confidence=min_confidence)
+    options = IngestOptions(include=include, exclude=exclude, dry_run=dry_run, force=force,
+                            min_confidence=min_confidence)
     if max_mb:
         options.max_text_bytes = max_mb * 2**20
     extractor = _llm_extractor(app, store) if brain == "llm" else None
@@ -46,6 +50,7 @@ def ingest(app: App, paths: tuple[Path, ...], include: tuple[str, ...], exclude:
     if as_json:
         report = ingestor.run(list(paths))
         emit_json({**report.as_dict(), **_llm_usage(extractor)})
+        _exit_for(report)
         return
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -61,6 +66,16 @@ def ingest(app: App, paths: tuple[Path, ...], include: tuple[str, ...], exclude:
         u = extractor.endpoint.used
         click.echo(f"LLM extractor: {u.tokens} tokens in {u.calls} call(s) ({u.cached} cached, {u.failed} failed "
                    f"requests), ${u.cost_usd:.4f}")
+    _exit_for(report)
+
+
+def _exit_for(report: IngestReport) -> None:
+    """Status 1 when any path was missing or any file failed: scripts must not mistake it for success."""
+    failed = [f for f in report.files if f.status == "failed"]
+    if failed:
+        click.echo(f"error: {len(failed)} of {len(report.files)} files failed (first: {failed[0].path}: "
+                   f"{failed[0].reason})", err=True)
+        raise SystemExit(1)
 
 
 def _llm_extractor(app: App, store):

@@ -46,10 +46,11 @@ def review(app: App, accept_ids: tuple[str, ...], reject_ids: tuple[str, ...],
         emit_json({"nodes": found.nodes, "edges": found.edges})
         return
     out = console()
-    nodes = Table("kind", "id", "name", "evidence", title="proposed skills")
+    nodes = Table("kind", "id", "name", "evidence", "first quote", "nearest existing", title="proposed skills")
     whole(nodes, "id")
     for r in found.nodes:
-        nodes.add_row(r["kind"], r["id"], r["name"], str(r["evidence"]))
+        quote = (r.get("quote") or "")[:120]
+        nodes.add_row(r["kind"], r["id"], r["name"], str(r["evidence"]), quote, ", ".join(r.get("nearest") or []))
     edges = Table("start", "relation", "end", "confidence", "evidence", title="proposed claim edges")
     for r in found.edges:
         edges.add_row(r["start"], r["rel"], r["end_name"], f"{r['confidence']:.2f}" if r["confidence"] else "",

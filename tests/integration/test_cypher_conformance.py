@@ -98,6 +98,7 @@ PARAMS: dict[str, dict] = {
     # ingest_queries
     "SKILL_NODES": {},
     "METRIC_NAMES": {},
+    "METRIC_TEXTS": {},
     "SOURCE_BY_URI": {"uri": "file:///nowhere.md"},
     "SOURCE_EVIDENCE_IDS": {"source": "src:nowhere"},
     "EXISTING_IDS": {"ids": ["kernel_fusion", "nowhere"]},

@@ -1,0 +1,99 @@
+"""Passages: runs of sentences under one heading path (and on one page), the units linked to the graph.
+
+A passage keeps the titles of the sections holding it (outermost first) and its page, so that a
+claim read from it can use its heading context and be located. Headings themselves (and a slide's
+title line) are kept apart: they give context, and are never quoted as evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .loaders import Document
+from .segment import Sentence, sentence_blocks
+
+MAX_PASSAGE_CHARS = 700  # about 150 tokens: what the embedding model reads well, and cheap
+_VERB = re.compile(
+    r"\b(?i:is|are|was|were|be|been|being|can|could|will|would|should|must|may|might|has|have|had|do|does|did)\b|"
+    r"\b(?:need|use|make|get|take|keep|give|allow|help|let|run|reach|cause|avoid|reduce|hide|improve|require|load|store|"
+    r"compute|recompute|write|read|launch|fuse|overlap|split|pack|transpose|copy|double|save|eliminate|prevent|"
+    r"minimi|mitigat|speed|boost|fix|remov|increas|decreas|lower|limit|serializ|stall|wast|exceed|fit|miss|map|"
+    r"assign|access|issue|schedul|spill|wait|achiev|deliver|outperform|support|provide|enable|lead|result|become|"
+    r"remain|depend|determin|matter|work|apply|call|mean|cost|add|gave|give|hurt|slow|wins?\b)\w*\b|"
+    r"\b(?i:don|doesn|isn|aren|can|won|didn)[’']t\b|"
+    r"\b[a-z]{3,}(?:es|ed|ing)\b|->|→|=|\d+(?:\.\d+)?\s*(?:x|×|%)")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
+
+
+@dataclass(frozen=True)
+class Passage:
+    sentences: tuple[Sentence, ...]
+    headings: tuple[str, ...]  # titles of the enclosing sections, outermost first
+    page: int = 0  # 1-based page of a PDF; 0 for documents without pages
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text for s in self.sentences)
+
+    @property
+    def start(self) -> int:
+        return self.sentences[0].start
+
+    def context(self) -> str:
+        """The passage with its heading path, as the embedding model reads it."""
+        path = " > ".join(self.headings[-2:])  # the nearest two titles say what the passage is about
+        return f"{path}. {self.text}" if path else self.text
+
+
+def passages(doc: Document) -> list[Passage]:
+    """The document's body as passages, headings left out. Consecutive blocks under the same
+    headings and page join until a passage reaches MAX_PASSAGE_CHARS."""
+    titles = _titles_by_start(doc)
+    out: list[Passage] = []
+    current: list[Sentence] = []
+    key: tuple[tuple[str, ...], int] = ((), 0)
+    for block in sentence_blocks(doc):
+        body = [s for s in block if not _is_heading(doc, s, titles)]
+        if not body:
+            continue
+        block_key = (tuple(reversed(doc.section_chain(body[0].start))), doc.page_of(body[0].start) if doc.pages else 0)
+        size = sum(len(s.text) + 1 for s in current)
+        if current and (block_key != key or size + len(body[0].text) > MAX_PASSAGE_CHARS):
+            out.append(Passage(tuple(current), *key))
+            current = []
+        current.extend(body)
+        key = block_key
+    if current:
+        out.append(Passage(tuple(current), *key))
+    return out
+
+
+def heading_sentences(doc: Document) -> set[int]:
+    """Start offsets of the sentences that are section titles (headings, a slide's title line)."""
+    titles = _titles_by_start(doc)
+    return {s.start for block in sentence_blocks(doc) for s in block if _is_heading(doc, s, titles)}
+
+
+def _titles_by_start(doc: Document) -> dict[int, str]:
+    return {s.start: _norm(s.title) for s in doc.sections}
+
+
+def _is_heading(doc: Document, sentence: Sentence, titles: dict[int, str]) -> bool:
+    for start, title in titles.items():
+        # Only markup, whitespace or a slide's page number between the section start and the sentence.
+        if start <= sentence.start and not doc.text[start:sentence.start].strip(" #=*-~^\t\n\f0123456789"):
+            text = _norm(sentence.text)
+            return bool(title) and (text in title or title in text) and len(text) <= len(title) + 12
+    return False
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def is_statement(text: str) -> bool:
+    """A sentence that can state a claim: some words and a verb (or an arrow, a comparison, a factor),
+    not a bare title such as "CUTLASS and FlashAttention-3"."""
+    words = _WORD.findall(text)
+    return len(words) >= 5 and _VERB.search(text) is not None

@@ -1,0 +1,266 @@
+"""What a document names that the graph lacks: candidate Techniques, Bottlenecks and protocol steps.
+
+Candidates are the names a document gives to things: section titles ("Buffer Rotation",
+"Pingpong scheduling"), terms it introduces ("we call this method crossover", "Programmatic
+Dependent Launch (PDL)") and bold terms. A candidate becomes a proposal when its kind can be
+told (a measurement context, a head noun such as "scheduling" or "stall", or remedy language
+around it), when no lexicon name or retrieval match says the graph already has it, and when a
+sentence of the document states something about it: that sentence is its evidence and its
+description. Proposals carry the nearest existing nodes, for `kskill skills review`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .claims import Claim, EntityRef, Span
+from .linking import EntityLinker
+from .loaders import Document
+from .passages import Passage, is_statement
+from .relations import APPLY, MEASURE, MEASURE_HEADING, REMEDY, gain_of
+
+SAME_STEP = 0.75  # cosine of a candidate's name and a protocol step's text above which they are one step
+MAX_PROPOSALS = 8  # per document: a long guide names many things, the review queue should stay short
+GENERIC = re.compile(
+    r"^(?:\d+[.)]?\s*)?(?:introduction|overview|conclusions?|summary|background|references?|usage|installation|"
+    r"requirements|prerequisites|getting started|examples?|results?|performance|benchmarks?|acknowledge?ments?|"
+    r"(?:table of )?contents|license|news|code walkthrough|tools?|inputs?|outputs?|steps?(?: \d+)?|notes?|"
+    r"appendix|copyright|faq|troubleshooting|motivation|outline(?: of talk)?|related work|future work|next steps|"
+    r"key decisions|contributing|tests?|demo|api|build|docker|setup|discussion|case study|verification|"
+    r"how it works|design|architecture|implementation|methodology|data collection|data analysis|"
+    r"testing(?: methodology overview)?|potential next steps|supported .*|pseudo code|programming model|"
+    r"challenges?|solution|idea|key (?:idea|ideas|points)|takeaways?|upshot|why .*)$", re.I)
+TECHNIQUE_HEADS = re.compile(
+    r"\b(?:schedul\w*|packing|pack|fusion|pipelin\w*|tiling|launch\w*|prefetch\w*|quantiz\w*|transpos\w*|"
+    r"swizzl\w*|caching|overlap\w*|speciali[sz]ation|reallocation|rotation|decomposition|rasteri[sz]ation|"
+    r"splitting|crossover|unrolling|vectori[sz]ation|coalescing|masking|predication|padding|"
+    r"shuffle|recomputation|(?:low|reduced|mixed|half|lower)[- ]precision|broadcast\w*)\b", re.I)
+BOTTLENECK_HEADS = re.compile(r"(?:\b(?:bound|bottleneck|stalls?|contention|overhead|conflicts?|imbalance|pressure|"
+                              r"spills?|thrashing|divergence|underutili[sz]ation)\b|-bound\b)", re.I)
+# A name the text gives explicitly: quoted ("we call this method \"crossover\"") or capitalized
+# ("named Programmatic Dependent Launch"); "is named by converting ..." is no name.
+NAMED = re.compile(r"\b(?:we call (?:this|it|the) (?:method|technique|approach|trick)?\s*|(?<!re)named\s+|known as\s+|"
+                   r"called\s+)(?:[\"“']([^\"”']{3,40})[\"”']|((?-i:[A-Z][\w-]*)(?: (?-i:[A-Z][\w-]*)){0,3}))", re.I)
+ACRONYM = re.compile(r"\b((?:[A-Z][a-z]+[- ]){1,4}[A-Z][a-z]+) \(([A-Z]{2,6})\)")
+VERB_FIRST = re.compile(r"^(?:\w+ates|\w+izes|\w+ises|eliminates|reduces|saves|uses|makes|allows|avoids|enables|"
+                        r"use|make|keep|avoid|set|add|run|check|ensure|see|note|when|how|why|what|define|compile|"
+                        r"install|build|verify|choose|configure|create|load|copy|perform|allocate|call|get|write|"
+                        r"read|launch|pass|return|store|select|find|enable|disable|tune|profile|measure|understand)$")
+BOLD = re.compile(r"\*\*([A-Za-z][\w ./-]{2,40}?):?\*\*")
+# A slide bullet or list item that opens with the name of what it describes: "GQA packing: Pack ...".
+LEAD = re.compile(r"^(?:\(?\d{1,2}[.)]\s*|[-*•]\s*)?(?!(?:the|a|an|this|that|these|those|we|our|it|its|recall|here|then|now|"
+                  r"so|if|when)\b)"
+                  r"((?:[A-Za-z0-9][\w-]*\s){0,3}(?:scheduling|packing|pipelining|fusion|tiling|prefetching|"
+                  r"quantization|transpose|swizzling|overlapping|specialization|reallocation|rotation|"
+                  r"decomposition|rasterization|splitting|unrolling|masking|padding|recomputation))"
+                  r"(?::|\s+(?:using|with|via|is|are|of)\b)", re.I)
+PROTOCOL_HEADS = re.compile(r"\b(?:timing|warm[- ]?ups?|cool[- ]?downs?|iterations?|repetitions?|fill|rotation|"
+                            r"frequenc\w+|power tests?|gaps?|cold|flush\w*)\b", re.I)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    kind: str
+    evidence: Span
+    context: str  # the section's text, for retrieval and the kind decision
+    score: float
+
+
+class ProposalFinder:
+    """Finds proposals in a document's passages; `linker` says what already exists."""
+
+    def __init__(self, linker: EntityLinker, extractor: str = "rules"):
+        self.linker = linker
+        self.extractor = extractor
+
+    def claims(self, doc: Document, passages: Sequence[Passage]) -> list[Claim]:
+        sections = _sections(doc, passages)
+        found: dict[str, Candidate] = {}
+        for (headings, page), body in sections.items():
+            for cand in self._candidates(doc, headings, page, body):
+                key = cand.name.lower()
+                if key not in found or cand.score > found[key].score:
+                    found[key] = cand
+        candidates = [c for c in found.values() if not any(m.kind == c.kind for m in self.linker.mentions(c.name))]
+        matches = self._matches(candidates)
+        fresh = _distinct(sorted((c for c in candidates if not self._exists(c, matches[c.name.lower()])),
+                                 key=lambda c: -c.score))
+        claims: list[Claim] = []
+        for cand in fresh[:MAX_PROPOSALS]:
+            claims.extend(self._claims_for(cand, matches[cand.name.lower()]))
+        return claims
+
+    def _matches(self, candidates: list[Candidate]) -> dict[str, list[tuple[str, float, bool]]]:
+        """For each candidate, the closest existing nodes of its kind: (id, score, same entity), best first.
+        One batch of embeddings per kind: a document's candidates cost one model call."""
+        out: dict[str, list[tuple[str, float, bool]]] = {c.name.lower(): [] for c in candidates}
+        steps = [c for c in candidates if c.kind == "ProtocolStep"]
+        if steps:
+            texts = [c.name for c in steps]
+            vectors = self.linker.embedder.embed(texts) if self.linker.embedder is not None else None
+            for cand, scores in zip(steps, self.linker.protocol.scores(vectors, texts)):
+                out[cand.name.lower()] = [(i, s, s >= SAME_STEP) for i, s in sorted(scores.items(), key=lambda x: -x[1])]
+        retriever = self.linker.retriever
+        for kind in ("Technique", "Bottleneck"):
+            group = [c for c in candidates if c.kind == kind]
+            if retriever is None or not group:
+                continue
+            # The name alone says whether the node exists; name and quote together find its neighbours.
+            texts = [c.name for c in group] + [f"{c.name}. {c.evidence.quote}" for c in group]
+            ranked = retriever.search_batch(texts, [kind], k=3)
+            for cand, by_name, by_context in zip(group, ranked, ranked[len(group):]):
+                same = bool(by_name) and by_name[0].is_same_entity and by_name[0].id in self.linker.kind_of
+                near = [h for h in by_context if h.id in self.linker.kind_of and h.is_related]
+                out[cand.name.lower()] = ([(by_name[0].id, by_name[0].score, True)] if same else []) + [
+                    (h.id, h.score, False) for h in near]
+        return out
+
+    # --- candidates -----------------------------------------------------------------------------
+
+    def _candidates(self, doc: Document, headings: tuple[str, ...], page: int, body: list[tuple[str, Span]]):
+        context = " ".join(text for text, _ in body)
+        statements = [(t, s) for t, s in body if is_statement(t)]
+        if not statements:
+            return
+        if headings:
+            for title, explicit in _title_names(headings[-1]):
+                yield from self._named(title, context, headings, 0.55, statements, explicit=explicit)
+        for text, _ in statements:
+            for m in NAMED.finditer(text):  # only a quoted name may take its kind from the text around it
+                yield from self._named(m.group(1) or m.group(2), context, headings, 0.65, statements,
+                                       explicit=m.group(1) is not None)
+            for m in list(ACRONYM.finditer(text)) + list(LEAD.finditer(text)):
+                yield from self._named(m.group(1), context, headings, 0.65, statements)
+        if doc.kind == "markdown":
+            for text, span in body:
+                start = max(_offset(span) - 4, 0)  # the opening ** sits just before the sentence
+                for term in BOLD.findall(doc.raw[start:start + len(text) + 200]):
+                    if term.lower().strip(" :") in text.lower():
+                        yield from self._named(term, context, headings, 0.5, statements)
+
+    def _named(self, name: str, context: str, headings: tuple[str, ...], base: float,
+               statements: list[tuple[str, Span]], explicit: bool = False):
+        name = " ".join(name.split()).strip(" .:-")
+        if not _plausible(name):
+            return
+        kind = self._kind(name, context, headings, explicit)
+        if kind is None:
+            return
+        about = _best_statement(name, statements)
+        score = base + (0.1 if REMEDY.search(about[0]) or APPLY.search(about[0]) else 0.0)
+        yield Candidate(name, kind, about[1], context, round(score, 2))
+
+    def _kind(self, name: str, context: str, headings: tuple[str, ...], explicit: bool) -> str | None:
+        """What the name names, from its head noun; only a name the text introduces explicitly ("we
+        call this method X") may take its kind from remedy language around it."""
+        measuring = MEASURE_HEADING.search(" ".join(headings)) or MEASURE.search(context)
+        if measuring and (PROTOCOL_HEADS.search(name) or explicit and MEASURE_HEADING.search(" ".join(headings))):
+            return "ProtocolStep"
+        if BOTTLENECK_HEADS.search(name):
+            return "Bottleneck"
+        if TECHNIQUE_HEADS.search(name) or (explicit and REMEDY.search(context) and APPLY.search(context)):
+            return "Technique"
+        return None
+
+    def _exists(self, cand: Candidate, matches: list[tuple[str, float, bool]]) -> bool:
+        """The graph already has it: retrieval (or, for protocol steps, the side table) is sure."""
+        return bool(matches) and matches[0][2]
+
+    # --- claims -----------------------------------------------------------------------------------
+
+    def _claims_for(self, cand: Candidate, matches: list[tuple[str, float, bool]]) -> list[Claim]:
+        nearest = tuple(i for i, _, _ in matches[:3])
+        ref = EntityRef(cand.kind, "", cand.name, _description(cand.evidence.quote), nearest=nearest)
+        claims = [Claim(ref, "SUPPORTS", None, cand.score, cand.evidence, self.extractor, kind="definition")]
+        gain = gain_of(cand.evidence.quote)
+        if gain is not None and cand.kind == "Technique":
+            claims.append(Claim(ref, "GAIN", None, cand.score, cand.evidence, self.extractor, gain=gain, kind="gain"))
+        if cand.kind == "Technique":
+            for m in self.linker.mentions(cand.evidence.quote):
+                if m.kind == "Bottleneck" and REMEDY.search(cand.evidence.quote):
+                    claims.append(Claim(EntityRef("Bottleneck", m.id), "ADDRESSED_BY", ref, cand.score,
+                                        cand.evidence, self.extractor, kind="remedy"))
+        return claims
+
+
+def _sections(doc: Document, passages: Sequence[Passage]) -> dict[tuple[tuple[str, ...], int], list[tuple[str, Span]]]:
+    """Sentences grouped by heading path (and page for PDFs), with their evidence spans."""
+    out: dict[tuple[tuple[str, ...], int], list[tuple[str, Span]]] = {}
+    for p in passages:
+        for s in p.sentences:
+            out.setdefault((p.headings, p.page), []).append((s.text, Span(s.text, doc.location(s.start))))
+    return out
+
+
+def _title_names(title: str) -> list[tuple[str, bool]]:
+    """The names a section title gives, each with whether the title spells it out as a name:
+    "Asynchrony: Overlapping GEMM and Softmax" gives both parts, "mma_dkv_is_rs (Register-Source for dKV)"
+    the words in parentheses."""
+    title = re.sub(r"[,(]?\s*(?:ctd|cont(?:inued|'d)?)\.?\)?\s*$", "", title, flags=re.I)
+    glossed = re.search(r"\(([A-Za-z][^()]{2,40})\)\s*$", title)
+    if glossed and re.search(r"[_`]", title[:glossed.start()]):
+        return [(name, True) for name in [_clean_title(glossed.group(1))] if name]
+    parts = [p for p in (part.strip() for part in title.split(":")) if p] if ":" in title else [title]
+    return [(name, False) for name in (_clean_title(p) for p in parts) if name]
+
+
+def _best_statement(name: str, statements: list[tuple[str, Span]]) -> tuple[str, Span]:
+    """The statement that says most about `name`: one naming it, best with a cue or a figure."""
+    def rank(item: tuple[str, Span]) -> tuple[int, int]:
+        text = item[0]
+        return (1 if _mentions(text, name) else 0,
+                1 if REMEDY.search(text) or APPLY.search(text) or re.search(r"\d\s*(?:x|%|TFLOPS)", text) else 0)
+    return max(statements, key=rank)
+
+
+def _distinct(candidates: list[Candidate]) -> list[Candidate]:
+    """Candidates whose names share most of their words are one: the best scored stays."""
+    kept: list[Candidate] = []
+    for cand in candidates:
+        words = _content_words(cand.name)
+        if all(len(words & _content_words(k.name)) < 0.6 * min(len(words), len(_content_words(k.name)))
+               for k in kept if k.kind == cand.kind):
+            kept.append(cand)
+    return kept
+
+
+def _content_words(name: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", name.lower()) if w not in {"of", "and", "the", "with", "for", "in", "a"}}
+
+
+def _clean_title(title: str) -> str:
+    title = re.sub(r"^\s*(?:\d+(?:\.\d+)*[.)]?|[ivx]+\.)\s+", "", title)  # "2.3 Cache hints" -> "Cache hints"
+    title = re.sub(r"\s*(?:to the rescue|in \w+(?: \w+)?|for \w+(?: \w+)?)$", "", title, flags=re.I)
+    generic_tail = r"\s+(?:methodology|requirements|guidelines?|overview|basics|details|notes|tips|considerations|" \
+                   r"challenges(?: with \w+)?|in practice|explained)$"
+    while re.search(generic_tail, title, flags=re.I):
+        title = re.sub(generic_tail, "", title, flags=re.I)
+    return title.strip(" :")
+
+
+def _plausible(name: str) -> bool:
+    """A name, not a sentence fragment or an identifier: few words, no code, not a verb first."""
+    words = name.split()
+    if not (1 <= len(words) <= 6 and 3 <= len(name) <= 60) or GENERIC.match(name):
+        return False
+    if re.search(r"[_(){}\[\]=<>`?*]|\d{3,}|[a-z][A-Z]", name) or not any(len(w) > 3 for w in words):
+        return False
+    first = words[0].lower()
+    return not (VERB_FIRST.match(first) and len(words) > 1)
+
+
+def _mentions(text: str, name: str) -> bool:
+    head = name.split()[0].lower()
+    return name.lower() in text.lower() or (len(head) > 4 and head in text.lower())
+
+
+def _description(quote: str) -> str:
+    return quote if len(quote) <= 240 else quote[:237].rstrip() + "..."
+
+
+def _offset(span: Span) -> int:
+    m = re.search(r"offset (\d+)", span.location)
+    return int(m.group(1)) if m else 0

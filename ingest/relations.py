@@ -1,0 +1,333 @@
+"""Deciding what a sentence says about the nodes it links: remedy, cause, precondition, detection,
+measured gain, measurement advice, or plain evidence that explains a node.
+
+A sentence is seen with its context (`SentenceView`): the nodes it names, the nodes its section
+headings name, the nodes the previous sentence named, and what its passage is about by meaning.
+Each possible claim is scored from several signals (who is named where, cue words, heading
+structure, meaning) and kept when the score reaches the claim's bar; no single cue is required.
+Only sentences that can state something (`is_statement`) are ever quoted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from kskill.graph_schema.model import Condition
+
+from .claims import Claim, EntityRef, Span
+from .lexicon import Mention
+from .linking import SIDE_ABOUT, EntityLinker, PassageLinks
+
+REMEDY = re.compile(
+    r"\b(?:avoid\w*|reduc\w+|minimi[sz]\w+|eliminat\w+|prevent\w*|mitigat\w+|hid(?:e|es|ing)|fix\w*|remov\w+|solv\w+|"
+    r"alleviat\w+|overcom\w+|cut\w*|lower\w*|address\w*|tackl\w+|mask\w*|amortiz\w+|overlap\w*|improv\w+|"
+    r"boost\w*|increas\w+ (?:the )?(?:throughput|bandwidth|utili[sz]ation|occupancy|parallelism|reuse)|"
+    r"(?:conflict|divergence|spill)[- ]free|speeds? up|faster|better|helps?|key|critical|essential|"
+    r"mitigate|instead|solution|to the rescue)\b", re.I)
+PURPOSE = re.compile(r"\b(?:to (?:avoid|reduce|hide|prevent|eliminate|mitigate|minimi[sz]e|fix|remove|cut|address)|"
+                     r"in order to|so that|can be (?:avoided|reduced|hidden|eliminated|mitigated|fixed|removed) "
+                     r"(?:by|with|using|through))\b", re.I)
+APPLY = re.compile(r"\b(?:use[sd]?|using|apply|applie[sd]|enabl\w+|employ\w*|adopt\w*|consider|try|prefer\w*|"
+                   r"recommend\w*|should|leverag\w+|introduc\w+|implement\w*)\b", re.I)
+CAUSE = re.compile(r"\b(?:caus\w+|leads? to|results? in|increas\w+|introduc\w+|adds?|at the cost of|higher|more|"
+                   r"trade\w*|worsen\w*|due to|because of|tighter)\b", re.I)
+# "Don't store the attention matrix": an imperative that avoids something is a remedy, not a negation.
+AVOIDING = re.compile(r"\b(?:don[’']?t|do not|never|avoid|without) (?:\w+ )?(?:stor\w+|materiali[sz]\w+|writ\w+|"
+                      r"re-?read\w*|launch\w*|spill\w*|sync\w*|allocat\w+|copy\w*|round[- ]trip\w*)\b", re.I)
+NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|doesn't|don't|won't|neither|nor|without)\b", re.I)
+DEFINITION = re.compile(r"\b(?:is called|is known as|refers? to|occurs? when|happens? when|means|is when|is a "
+                        r"(?:technique|method|way|feature)|this is|which is|are serialized|serializ\w+|stall\w*|"
+                        r"bottleneck\w*|limit\w*|wast\w+|idle|underutili[sz]\w+|slow\w*|cost\w*)\b", re.I)
+# Advice: what the text recommends doing.
+ADVICE = re.compile(r"\b(?:suggest\w*|recommend\w*|should|must|best|optimal|prefer\w*|ensure|important)\b", re.I)
+# Sentences that point elsewhere or template text: never evidence.
+POINTER = re.compile(r"^(?:how to\b|see\b|you can see|check out|there are (?:a few|several|many)|for more|refer|"
+                     r"please refer|click|read more|more examples)|\{[^}]*/[^}]*\}|\?\s*\)?\s*$", re.I)
+# Words that tie a sentence to timing itself, needed when only meaning links it to a protocol step.
+TIMING = re.compile(r"\b(?:tim(?:e|es|ed|ing|er)|clocks?|caches?|l2|iterations?|warm\w*|cold|flush\w*|repetitions?|"
+                    r"median|varian\w+|variation|trials?|samples?)\b", re.I)
+SPEEDUP_FIGURE = re.compile(r"\d+(?:\.\d+)?\s*(?:x|×|%)(?!\w)")
+MEASURE = re.compile(r"\b(?:measur\w+|benchmark\w*|tim(?:e|es|ed|ing)|profil\w+|iterations?|warm\w*|clocks?|"
+                     r"frequenc\w+|cold|variation|reproducib\w+|stabl\w+|runtime|latenc\w+ of the kernel)\b", re.I)
+MEASURE_HEADING = re.compile(r"\b(?:benchmark\w*|measur\w+|methodolog\w+|timing|warm[- ]?ups?|profiling iterations)\b",
+                             re.I)
+REQUIRE = re.compile(r"\b(?:only (?:if|when|for|with|on)|only (?:beneficial|useful|worth it|helps?) (?:if|when|for)|"
+                     r"requires?|required|needs?|must (?:have|be)|applies (?:only )?(?:to|when)|works (?:only )?"
+                     r"(?:when|for|with)|prerequisite|provided that)\b", re.I)
+ONLY_WHEN = re.compile(r"\bonly (?:beneficial |useful |worth it |helps? )?(?:if|when|for|with|on)\b", re.I)
+FORBID = re.compile(r"\b(?:avoid (?:\w+ ){0,4}(?:when|if|for|on|with)|do not use|don't use|never use|"
+                    r"(?:hurts?|slower|harmful|counterproductive|not (?:worth|beneficial|helpful)) (?:\w+ ){0,3}"
+                    r"(?:when|if|for|on|with)|does not help (?:when|if|for|on|with)|breaks? (?:when|if|for|on|with))\b", re.I)
+GAIN = re.compile(
+    r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:x|×)(?:\s+(?:faster|speed-?up|improvement|higher throughput|better))?(?!\w|\s+slower|\s+longer)"
+    r"|(?:speed-?up|improvement) of (?:up to |about |~)?(\d+(?:\.\d+)?)\s*(?:x|×)"
+    r"|(\d{1,3})\s*%\s*(?:faster|speed-?up|higher throughput|improvement|better performance)", re.I)
+GAIN_CONTEXT = re.compile(r"faster|speed-?up|improv|gain|throughput|better|performance|outperform", re.I)
+FIGURE = re.compile(r"(?:(?:up to|about|around|over|at least|~)\s*)?\d+(?:\.\d+)?\s*(?:x|×|%|[KMG]i?B\b|GB/s|TB/s|"
+                    r"T?FLOPS|TFlops|cycles|stages?|regs?|registers|threads|warps|bytes|ms|us|µs)(?!\w)", re.I)
+THRESHOLD = re.compile(r"(?P<phrase>[A-Za-z][A-Za-z0-9 /_-]{2,40}?)\s*(?P<op>>=|<=|>|<|≥|≤|above|below|over|under|"
+                       r"more than|less than|at least|at most)\s*(?P<value>\d+(?:\.\d+)?)\s*(?P<pct>%)?", re.I)
+OPS = {">=": ">=", "<=": "<=", ">": ">", "<": "<", "≥": ">=", "≤": "<=", "above": ">", "over": ">", "more than": ">",
+       "at least": ">=", "below": "<", "under": "<", "less than": "<", "at most": "<="}
+
+# Preconditions the metric vocabulary can state, recognised by phrase.
+CONDITION_PHRASES: tuple[tuple[re.Pattern[str], Condition], ...] = tuple(
+    (re.compile(pattern, re.I), cond) for pattern, cond in (
+        (r"\bmemory[- ]bound", Condition.of("memory_bound", "is_true")),
+        (r"\bcompute[- ]bound", Condition.of("compute_bound", "is_true")),
+        (r"\b(?:fp16|bf16|half[- ]precision|float16|bfloat16|16-bit float)", Condition.of("dtype", "in", ["float16", "bfloat16"])),
+        (r"\b(?:fp32|float32|single[- ]precision)\b", Condition.of("dtype", "==", "float32")),
+        (r"\bstatic (?:shapes?|sizes?)\b|shapes? (?:are|is) (?:fixed|known)", Condition.of("static_shapes", "is_true")),
+        (r"\b(?:gemms?|matmuls?|matrix multiplications?)\b", Condition.of("has_gemm", "is_true")),
+        (r"\bconvolutions?\b", Condition.of("has_convolution", "is_true")),
+        (r"\breductions?\b", Condition.of("has_reduction", "is_true")),
+        (r"\bsoftmax\b", Condition.of("has_softmax", "is_true")),
+        (r"\battention\b", Condition.of("has_attention", "is_true")),
+        (r"\b(?:layer ?norm|rms ?norm|normali[sz]ation)\b", Condition.of("has_normalization", "is_true")),
+        (r"\bbatch ?norm\w* (?:in )?training|training[- ]mode batch ?norm", Condition.of("batchnorm_training", "is_true")),
+    ))
+
+PREFACE = re.compile(r"\b(?:introduction|overview|outline|contents|summary|references|news|acknowledg\w*)\b", re.I)
+
+EDGE_BAR = 0.6  # the score a remedy (ADDRESSED_BY) must reach
+EVIDENCE_BAR = 0.55  # the score plain evidence for one node must reach
+
+
+@dataclass(frozen=True)
+class SentenceView:
+    """A sentence and its context, as the claim rules see it."""
+
+    text: str
+    span: Span
+    named: list[Mention]  # nodes the sentence names, in order
+    headings: list[list[Mention]]  # nodes each enclosing heading names, innermost first
+    previous: list[Mention]  # nodes the previous sentence of the passage named
+    about: PassageLinks  # what the passage is about by meaning
+    heading_text: str  # the heading path, outermost first
+
+    def of_kind(self, kind: str) -> list[Mention]:
+        return [m for m in self.named if m.kind == kind]
+
+    def from_heading(self, kind: str) -> Mention | None:
+        """The one node of `kind` the nearest heading naming any names."""
+        for mentions in self.headings:
+            named = [m for m in mentions if m.kind == kind]
+            if named:
+                return named[0] if len(named) == 1 else None
+        return None
+
+
+class ClaimRules:
+    """Turns sentence views into claims; `linker` resolves metric phrases and knows node kinds."""
+
+    def __init__(self, linker: EntityLinker, extractor: str = "rules"):
+        self.linker = linker
+        self.extractor = extractor
+
+    def claims(self, view: SentenceView) -> list[Claim]:
+        if POINTER.search(view.text):
+            return []
+        thresholds = [(m.start(), m.end()) for m in THRESHOLD.finditer(view.text)]
+        if thresholds:  # a name inside a threshold ("memory throughput < 40%") is the metric, not a node meant
+            view = replace(view, named=[m for m in view.named if not any(a <= m.start < b for a, b in thresholds)])
+        figures = tuple(dict.fromkeys(m.group(0).strip() for m in FIGURE.finditer(view.text)))
+        measuring = self._measurement_context(view)
+        out = self._measurement(view, measuring)
+        out += self._conditions(view) + self._detection(view) + self._gains(view)
+        if not measuring:  # measurement advice is never read as a kernel optimization
+            out += self._remedies(view)
+            out += self._evidence(view, {c.subject.id for c in out} | {c.object.id for c in out
+                                                                        if isinstance(c.object, EntityRef)})
+        return [_with_figures(c, figures) for c in out]
+
+    # --- measurement advice ------------------------------------------------------------------
+
+    def _measurement_context(self, view: SentenceView) -> bool:
+        """The sentence is about measuring: under a measurement heading and using measurement words, or naming
+        a protocol step while saying something else about timing ("run warm-up iterations before timing")."""
+        if MEASURE_HEADING.search(view.heading_text) and MEASURE.search(view.text):
+            return True
+        steps = view.of_kind("ProtocolStep")
+        if not steps:
+            return False
+        rest = "".join(" " if any(m.start <= i < m.end for m in steps) else ch for i, ch in enumerate(view.text))
+        return TIMING.search(rest) is not None or MEASURE.search(rest) is not None
+
+    def _measurement(self, view: SentenceView, measuring: bool) -> list[Claim]:
+        if not measuring:
+            return []
+        steps = {m.id: 0.65 + (0.1 if m.exact else 0.0) for m in view.of_kind("ProtocolStep")}
+        if measuring and not steps and view.about.protocol and TIMING.search(view.text):
+            best = max(view.about.protocol, key=view.about.protocol.get)
+            if view.about.protocol[best] >= SIDE_ABOUT:
+                steps[best] = 0.55
+        return [self._claim(EntityRef("ProtocolStep", i), "SUPPORTS", None, score, view, "measurement")
+                for i, score in steps.items()]
+
+    # --- remedies and causes -----------------------------------------------------------------
+
+    def _remedies(self, view: SentenceView) -> list[Claim]:
+        bottlenecks, b_inherited = self._side(view, "Bottleneck")
+        techniques, t_inherited = self._side(view, "Technique")
+        if not bottlenecks or not techniques or (b_inherited and t_inherited):
+            return []
+        claims = []
+        for b in bottlenecks:
+            for t in techniques:
+                score, kind = self._remedy_score(view, b, t, b_inherited or t_inherited)
+                if kind == "remedy" and score >= EDGE_BAR:
+                    claims.append(self._claim(EntityRef("Bottleneck", b.id), "ADDRESSED_BY", EntityRef("Technique", t.id),
+                                              score, view, "remedy", gain=_gain(view.text)))
+                elif kind == "cause" and score >= EDGE_BAR:
+                    claims.append(self._claim(EntityRef("Bottleneck", b.id), "SUPPORTS", None, score, view, "cause"))
+        return claims
+
+    def _side(self, view: SentenceView, kind: str) -> tuple[list[Mention], bool]:
+        """The nodes of `kind` the claim is about: named in the sentence, else the heading's, else the
+        previous sentence's (one each), else the passage's by meaning; True when borrowed."""
+        named = view.of_kind(kind)
+        if named:
+            return named, False
+        heading = view.from_heading(kind)
+        if heading is not None:
+            return [heading], True
+        previous = [m for m in view.previous if m.kind == kind]
+        if len(previous) == 1:
+            return previous, True
+        top = view.about.top(self.linker.kind_of, kind)
+        return ([Mention(top, kind, 0, 0, False)], True) if top else ([], False)
+
+    def _remedy_score(self, view: SentenceView, b: Mention, t: Mention, inherited: bool) -> tuple[float, str]:
+        text = view.text
+        if b.end and t.end and t.start < b.start and CAUSE.search(text[t.end:b.start]) and not PURPOSE.search(text):
+            return 0.6 + (0.1 if b.exact else 0.0), "cause"  # "pipelining ... higher register pressure"
+        score = 0.3 if inherited else 0.4
+        score += 0.2 if PURPOSE.search(text) or AVOIDING.search(text) else 0.0
+        score += 0.15 if t.end and (REMEDY.search(view.heading_text) or PURPOSE.search(view.heading_text)) else 0.0
+        remedy = REMEDY.search(text)
+        score += 0.15 if remedy else 0.0
+        if remedy and b.end and t.end and min(b.start, t.start) <= remedy.start() <= max(b.start, t.start):
+            score += 0.05
+        score += 0.1 if APPLY.search(text) and inherited else 0.0
+        score += 0.05 if (b.exact or t.exact) else 0.0
+        score += 0.05 if view.about.meaning.get(b.id, 0) or view.about.meaning.get(t.id, 0) else 0.0
+        if NEGATION.search(text) and not AVOIDING.search(text):
+            score -= 0.25  # "does not avoid", "without fusion": often the opposite claim
+        if len(view.of_kind("Bottleneck")) * len(view.of_kind("Technique")) > 2:
+            score -= 0.1  # a list sentence: which pair is meant is a guess
+        return round(min(score, 0.95), 2), "remedy"
+
+    # --- plain evidence -----------------------------------------------------------------------
+
+    def _evidence(self, view: SentenceView, claimed: set[str]) -> list[Claim]:
+        """A sentence that explains a node it names (or its heading names) supports that node."""
+        out = []
+        cue = (DEFINITION.search(view.text) or REMEDY.search(view.text) or CAUSE.search(view.text)
+               or ADVICE.search(view.text))
+        candidates = {m.id: m for m in view.named if m.kind != "ProtocolStep"}
+        for kind in ("Bottleneck", "Technique"):
+            heading = view.from_heading(kind)
+            if heading is not None and heading.id not in candidates:
+                candidates[heading.id] = Mention(heading.id, kind, 0, 0, False)
+        for node_id, m in candidates.items():
+            if node_id in claimed:
+                continue
+            top = view.about.ranks(node_id) < 2
+            shares = self.linker.shares_concepts(view.text, node_id)
+            if m.end and not (cue or SPEEDUP_FIGURE.search(view.text)):
+                continue  # named in passing ("this chapter covers X and Y"): no evidence
+            if m.end:  # named in the sentence
+                score = 0.45 + (0.05 if m.exact else 0.0) + (0.1 if cue else 0.0) + (0.1 if top else 0.0)
+                score += 0.05 if FIGURE.search(view.text) else 0.0
+                score += 0.05 if m.start < 0.4 * len(view.text) else 0.0  # named early: what the sentence is about
+                score -= 0.1 if len(view.named) >= 3 else 0.0  # a list names things in passing
+                score -= 0.15 if PREFACE.search(view.heading_text) else 0.0
+            elif (cue or FIGURE.search(view.text)) and (top or shares):  # named by the heading: it must say something
+                score = 0.3 + (0.1 if top else 0.0) + (0.1 if shares else 0.0) + (0.1 if DEFINITION.search(view.text) else 0.0)
+            else:
+                continue
+            if score >= EVIDENCE_BAR:
+                kind = "definition" if DEFINITION.search(view.text) else ""
+                out.append(self._claim(EntityRef(m.kind, node_id), "SUPPORTS", None, round(min(score, 0.9), 2), view, kind))
+        return out
+
+    # --- preconditions and detection -------------------------------------------------------------
+
+    def _conditions(self, view: SentenceView) -> list[Claim]:
+        techniques, inherited = self._side(view, "Technique")
+        forbid, require = FORBID.search(view.text), REQUIRE.search(view.text)
+        if len(techniques) != 1 or not (forbid or require):
+            return []
+        if inherited and not ONLY_WHEN.search(view.text):
+            return []  # "users who require full control ..." under a technique's heading states no precondition
+        cue = forbid or require
+        relation = "FORBIDDEN_WHEN" if forbid else "REQUIRES"
+        claims = []
+        for pattern, cond in CONDITION_PHRASES:
+            m = pattern.search(view.text, cue.start())
+            if m and m.start() - cue.end() < 60:
+                claims.append(self._claim(EntityRef("Technique", techniques[0].id), relation, cond,
+                                          0.55 if inherited else 0.65, view, "precondition"))
+        return claims
+
+    def _detection(self, view: SentenceView) -> list[Claim]:
+        """"Memory throughput > 60% of peak" under a memory-bound heading: the bottleneck's signature."""
+        thresholds = list(THRESHOLD.finditer(view.text))
+        if not thresholds:
+            return []
+        bottlenecks, inherited = self._side(view, "Bottleneck")
+        if len(bottlenecks) != 1:
+            return []
+        claims = []
+        for m in thresholds:
+            metric = self.linker.metric(_metric_phrase(m.group("phrase")))
+            if metric is None:
+                continue
+            value = float(m.group("value"))
+            cond = Condition.of(metric, OPS[m.group("op").lower()], int(value) if value.is_integer() else value)
+            claims.append(self._claim(EntityRef("Bottleneck", bottlenecks[0].id), "DETECTED_BY", cond,
+                                      0.6 if inherited else 0.7, view, "detection"))
+        return claims
+
+    def _gains(self, view: SentenceView) -> list[Claim]:
+        gain = _gain(view.text)
+        techniques = view.of_kind("Technique")
+        if gain is None or len(techniques) != 1:
+            return []
+        return [self._claim(EntityRef("Technique", techniques[0].id), "GAIN", None, 0.6, view, "gain", gain=gain)]
+
+    def _claim(self, subject: EntityRef, relation: str, obj, score: float, view: SentenceView, kind: str,
+               gain: float | None = None) -> Claim:
+        return Claim(subject, relation, obj, round(score, 2), view.span, self.extractor, gain=gain, kind=kind)
+
+
+def _with_figures(claim: Claim, figures: tuple[str, ...]) -> Claim:
+    return replace(claim, figures=figures) if figures else claim
+
+
+def _metric_phrase(phrase: str) -> str:
+    """The words naming a metric before a comparison: "NCU: Memory throughput" -> "Memory throughput"."""
+    words = re.split(r"[:,;(]", phrase)[-1].split()
+    return " ".join(words[-4:])
+
+
+def gain_of(text: str) -> float | None:
+    return _gain(text)
+
+
+def _gain(text: str) -> float | None:
+    """A speedup factor stated in the sentence: "2x faster", "speedup of 1.5x", "30% faster"."""
+    for m in GAIN.finditer(text):
+        if m.group(1):
+            value = float(m.group(1))
+            if not GAIN_CONTEXT.search(text) or not 1.0 < value <= 100:
+                continue  # "2x" alone is as often a shape ("2x2 tiles") as a speedup
+            return value
+        if m.group(2):
+            value = float(m.group(2))
+            if 1.0 < value <= 100:
+                return value
+        if m.group(3):
+            return round(1 + float(m.group(3)) / 100, 3)
+    return None
