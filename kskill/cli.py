@@ -38,6 +38,7 @@ class LazyGroup(click.Group):
 COMMANDS = {
     "audit": "kskill.commands.audit:audit",
     "config": "kskill.commands.config:config",
+    "eval": "kskill.commands.eval:eval_group",
     "graph": "kskill.commands.graph:graph",
     "ingest": "kskill.commands.ingest:ingest",
     "optimize": "kskill.commands.optimize:optimize",

@@ -1,0 +1,52 @@
+"""The roofline's lower bound on a problem's forward time: `python -m kskill.eval.roofline PROBLEM GPU`.
+
+FLOPs and bytes come from the reference's static features (agents/features.py: the model built on
+the meta device and captured with torch.fx), the peaks from the GPU table (agents/gpus.py), the
+derivation from Observations (max(flops / peak, bytes / bandwidth)), so the figure is the one the
+Planner's roofline_fraction uses. Run in a subprocess of its own: capturing the reference runs the
+problem's code, and a problem that crashes must not take the evaluation with it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+TIMEOUT_S = 300
+
+
+def roofline(problem_path: Path, device_name: str) -> dict[str, Any]:
+    """{"roofline_ms", "flops", "bytes_moved", "dtype", "roofline_note"} for this problem on this GPU."""
+    from kskill.agents.features import reference_features
+    from kskill.agents.gpus import lookup
+    from kskill.agents.observations import Observations
+
+    spec = lookup(device_name)
+    features = reference_features(problem_path.read_text(encoding="utf-8"))
+    # With a runtime of 1 ms, roofline_fraction is the roofline's own time in ms.
+    obs = Observations.merge(features=features, profile={"runtime_ms": 1.0}, gpu=spec)
+    facts = {"flops": obs.get("flops"), "bytes_moved": obs.get("bytes_moved"), "dtype": obs.get("dtype"),
+             "roofline_ms": obs.get("roofline_fraction") if spec is not None else None, "roofline_note": ""}
+    if spec is None:
+        facts["roofline_note"] = f"{device_name!r} is not in the GPU peak table (agents/gpus.py)"
+    elif facts["roofline_ms"] is None:
+        facts["roofline_note"] = obs.unavailable.get("roofline_fraction", "not derivable")
+    return facts
+
+
+def roofline_in_subprocess(problem_path: Path, device_name: str) -> tuple[float | None, dict[str, Any]]:
+    """(the roofline time in ms or None, the facts behind it); a failure is a note, never an exception."""
+    argv = [sys.executable, "-P", "-m", "kskill.eval.roofline", str(problem_path), device_name]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
+        facts = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None, {"roofline_note": "the feature pass did not finish (the reference crashed or ran too long)"}
+    return facts.get("roofline_ms"), facts
+
+
+if __name__ == "__main__":
+    print(json.dumps(roofline(Path(sys.argv[1]), sys.argv[2])))

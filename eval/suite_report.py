@@ -1,0 +1,309 @@
+"""report.md and report.html of an evaluation, and `kskill eval compare A B`.
+
+The content is built once, as sections of paragraphs, tables and figures, and rendered twice:
+Markdown (figures as files under plots/) and one self-contained HTML page (figures embedded as
+data URIs, no network). Every report states both scores side by side with its protocol card.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kskill.eval.metrics import P_VALUES
+from kskill.eval.plots import PLOTS, draw_all
+
+# KernelSkill (Sun et al., "KernelSkill: A Multi-Agent Framework for GPU Kernel Optimization",
+# arXiv:2603.10085, 2026), abstract: average speedups over Torch Eager on KernelBench levels 1-3.
+KERNELSKILL = {"1": 5.44, "2": 2.82, "3": 1.92}
+KERNELSKILL_CITATION = ("Sun et al., KernelSkill: A Multi-Agent Framework for GPU Kernel Optimization, "
+                        "arXiv:2603.10085 (2026)")
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Figure:
+    path: Path
+    caption: str
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[str | Table | Figure] = field(default_factory=list)
+
+
+def fmt(value: Any, spec: str = ".2f", suffix: str = "") -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return f"{value:{spec}}{suffix}"
+    return str(value)
+
+
+def tolerance(value: float) -> str:
+    """1e-4, not 0.0001."""
+    return f"{value:.0e}".replace("e-0", "e-")
+
+
+def share(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+# ------------------------------------------------------------------------------ content
+
+def protocol_card(meta: dict[str, Any]) -> Section:
+    s, b = meta["settings"], meta["settings"]["baselines"]
+    timing = ("CUDA events on the current stream, functions interleaved in one process, median of "
+              f"at least {b['timing']['min_reps']} calls after {b['timing']['warmup_ms']:g} ms of warm-up"
+              if meta["representative"] else "perf_counter on the CPU (not representative)")
+    flush = (f"a {meta['l2_flush_bytes'] / 1e6:.0f} MB buffer zeroed before every timed call"
+             if meta.get("l2_flush_bytes") else "none (CPU)")
+    optimize_tol = (f"atol={s['atol']}, rtol={s['rtol']}" if s.get("atol") is not None or s.get("rtol") is not None
+                    else "its per-dtype default (1e-4 for fp32)")
+    strict, compatible = b["tolerances"]["strict"], b["tolerances"]["compatible"]
+    card = Table(["", "strict", "KernelSkill-compatible"], [
+        ["tolerance", f"atol = rtol = {tolerance(strict)}", f"atol = rtol = {tolerance(compatible)}"],
+        ["input sets checked", str(b["trials"]), f"{b['trials']} (the same sets)"],
+        ["mean of speedups", "geometric (arithmetic beside it)", "arithmetic, as the KernelSkill paper reports"],
+        ["L2 flush", flush, flush],
+        ["timing", timing, "the same measurement"],
+        ["extra column", "KernelBench's static rules for a Triton backend", "-"],
+    ])
+    facts = Table(["", ""], [
+        ["GPU", ", ".join(meta.get("gpus") or ["-"])], ["driver", meta.get("driver", "-")],
+        ["torch / triton", f"{', '.join(meta.get('torch') or ['-'])} / {', '.join(meta.get('triton') or ['-'])}"],
+        ["kskill", f"{meta.get('kskill_version')} ({meta.get('git_commit')})"],
+        ["suite", f"{meta['suite']} ({meta['selected']} problems selected{meta.get('sample_note', '')})"],
+        ["kskill optimize", f"brain {s.get('brain') or 'default'}, iterations {s.get('iterations') or 'default'}, "
+                            f"time limit {fmt(s.get('time_limit_s'), 'g', ' s') if s.get('time_limit_s') else 'default'}, "
+                            f"tolerance {optimize_tol}"
+                            + (f", also {' '.join(s['optimize_options'])}" if s.get("optimize_options") else "")],
+        ["torch.compile modes", ", ".join(s["compile_modes"]) or "none (no GPU)"],
+        ["written", meta.get("written_at", "-")],
+    ])
+    note = ("Both scores are computed from the same runs: `kskill optimize` searched at the tolerance above, and "
+            "the returned module, eager and every torch.compile mode were then checked at both tolerances on the "
+            "same input sets and timed together. A torch.compile result that fails a tolerance is reported and "
+            "not used as a baseline at that tolerance.")
+    blocks: list[str | Table | Figure] = [card, facts, note]
+    if not meta["representative"]:
+        blocks.insert(0, "**No GPU: correctness only.** The timings below come from the CPU (Triton's "
+                         "interpreter) and say nothing about GPU speed.")
+    return Section("Protocol", blocks)
+
+
+def _groups(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"level {lv}", g) for lv, g in summary["levels"].items()] + [("all", summary["overall"])]
+
+
+def scores_section(summary: dict[str, Any]) -> Section:
+    rows = []
+    for name, g in _groups(summary):
+        st, co = g["strict"], g["compatible"]
+        compiled = st["compile"].get("default", {})
+        level = name.removeprefix("level ")
+        rows.append([name, str(st["problems"]), f"{st['correct']}", fmt(st["geomean_speedup_eager"], ".2f", "x"),
+                     fmt(st["mean_speedup_eager"], ".2f", "x"), share(st["eager"]["fast_1"]),
+                     share(compiled.get("fast_1")), f"{st['kb_triton_rules_pass']}",
+                     f"{co['correct']}", fmt(co["mean_speedup_eager"], ".2f", "x"),
+                     fmt(KERNELSKILL.get(level), ".2f", "x")])
+    table = Table(["group", "problems", "strict: correct", "strict: geomean vs eager", "strict: mean vs eager",
+                   "strict: fast_1 vs eager", "strict: fast_1 vs compile", "strict: passes KernelBench Triton rules",
+                   "compatible: correct", "compatible: mean vs eager", "KernelSkill paper: mean vs eager"], rows)
+    return Section("Scores", [table, f"KernelSkill figures: {KERNELSKILL_CITATION}, abstract (levels 1, 2, 3). "
+                   "They were measured on their own GPU, problem sizes and sample; set beside ours, not equal to them.",
+                   "fast_p: the share of all problems that are correct and more than p times faster (KernelBench's "
+                   "definition); means over the correct problems only."])
+
+
+def fast_p_section(summary: dict[str, Any]) -> Section:
+    blocks: list[str | Table | Figure] = []
+    for label in ("strict", "compatible"):
+        rows = []
+        for name, g in _groups(summary):
+            s = g[label]
+            compiled = s["compile"].get("default", {})
+            rows.append([name] + [share(s["eager"][f"fast_{p:g}"]) for p in P_VALUES]
+                        + [share(compiled.get(f"fast_{p:g}")) for p in P_VALUES]
+                        + [share(compiled.get("share_faster"))])
+        headers = (["group"] + [f"fast_{p:g} eager" for p in P_VALUES] + [f"fast_{p:g} compile" for p in P_VALUES]
+                   + ["faster than compile"])
+        blocks += [f"**{label}**", Table(headers, rows)]
+    return Section("fast_p", blocks)
+
+
+def compile_section(summary: dict[str, Any], modes: list[str]) -> Section:
+    rows = []
+    for name, g in _groups(summary):
+        for mode in modes:
+            for label in ("strict", "compatible"):
+                c = g[label]["compile"][mode]
+                rows.append([name, mode, label, str(c["problems"]), str(c["compile_failed_tolerance"]),
+                             str(c["compile_not_run"]), fmt(c["compile_geomean_vs_eager"], ".2f", "x"),
+                             fmt(c["geomean_speedup"], ".2f", "x"), fmt(c["mean_speedup"], ".2f", "x"),
+                             share(c["share_faster"])])
+    return Section("Against torch.compile", [Table(
+        ["group", "mode", "tolerance", "compile correct", "compile fails tolerance", "compile did not run",
+         "compile geomean vs eager", "kskill geomean vs compile", "kskill mean vs compile", "kskill faster"], rows)])
+
+
+def problems_section(rows: list[dict[str, Any]], modes: list[str]) -> Section:
+    body = []
+    for r in rows:
+        body.append([r["problem"], r.get("status", "-"), fmt(r.get("correct_strict")), fmt(r.get("correct_compatible")),
+                     fmt(r.get("kb_triton_rules")), fmt(r.get("eager_ms"), ".4f"), fmt(r.get("kskill_ms"), ".4f"),
+                     fmt(r.get("speedup_eager"), ".2f", "x")]
+                    + [fmt(r.get(f"speedup_compile_{m}"), ".2f", "x")
+                       + ("" if r.get(f"compile_{m}_correct_strict") or not r.get(f"compile_{m}_ms") else " (fails 1e-4)")
+                       for m in modes]
+                    + [share(r.get("roofline_fraction")), fmt(r.get("iterations_to_best"), "d"),
+                       r.get("techniques") or ("reference" if r.get("returned_reference") else "-"),
+                       fmt(r.get("wall_s"), ".0f", " s"), fmt(r.get("tokens"), "d")])
+    headers = (["problem", "status", "correct 1e-4", "correct 1e-2", "KB rules", "eager ms", "kskill ms",
+                "vs eager"] + [f"vs compile {m}" for m in modes]
+               + ["roofline", "iterations to best", "techniques", "wall", "tokens"])
+    blocks: list[str | Table | Figure] = [Table(headers, body)]
+    failed = [r for r in rows if r.get("error")]
+    if failed:
+        blocks += ["**Errors**"] + [f"- `{r['problem']}` ({r.get('stage')}): {r['error']}" for r in failed]
+    return Section("Problems", blocks)
+
+
+def build_report(meta: dict[str, Any], summary: dict[str, Any], rows: list[dict[str, Any]],
+                 out: Path) -> list[Section]:
+    modes = list(meta["settings"]["compile_modes"])
+    figures = draw_all(rows, summary, out / "plots", meta["representative"])
+    run = summary["overall"]["run"]
+    head = (f"{len(rows)} of {meta['selected']} problems finished"
+            + ("" if len(rows) >= meta["selected"] else " (continue with `kskill eval ... --resume`)")
+            + f"; {run['returned_reference']} returned the reference; wall time {run['wall_s'] / 60:.1f} min in "
+            f"all; mean iterations to the best {fmt(run['mean_iterations_to_best'], '.1f')}; "
+            f"LLM tokens {run['tokens']}, cost ${run['cost_usd']:.2f}.")
+    sections = [Section("Summary", [head]), protocol_card(meta), scores_section(summary), fast_p_section(summary)]
+    if modes:
+        sections.append(compile_section(summary, modes))
+    sections.append(Section("Figures", [Figure(path, PLOTS[name]) for name, path in figures.items()]
+                            or ["No figure: nothing was timed and correct."]))
+    sections.append(problems_section(rows, modes))
+    return sections
+
+
+# ------------------------------------------------------------------------------ rendering
+
+def to_markdown(title: str, sections: list[Section], base: Path) -> str:
+    lines = [f"# {title}", ""]
+    for section in sections:
+        lines += [f"## {section.title}", ""]
+        for block in section.blocks:
+            if isinstance(block, Table):
+                lines.append("| " + " | ".join(block.headers) + " |")
+                lines.append("|" + "---|" * len(block.headers))
+                lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in block.rows]
+            elif isinstance(block, Figure):
+                lines.append(f"![{block.caption}]({block.path.relative_to(base).as_posix()})")
+            else:
+                lines.append(block)
+            lines.append("")
+    return "\n".join(lines)
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:0.6em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}
+th{background:#f2f2f2}img{max-width:640px;margin:0.5em 1em 0.5em 0;border:1px solid #ddd}figure{display:inline-block}"""
+# Marks each figure once the page has loaded: data-rendered="yes" when the image decoded.
+MARK_IMAGES = """window.addEventListener('load',function(){document.querySelectorAll('img').forEach(function(i){
+var ok=i.complete&&i.naturalWidth>0;i.setAttribute('data-rendered',ok?'yes':'no');if(!ok){i.alt='figure missing: '+i.alt;}});});"""
+
+
+def _inline(text: str) -> str:
+    """The little Markdown the sections use: **bold**, `code`, leading '- '."""
+    escaped = html.escape(text)
+    parts = escaped.split("**")
+    escaped = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+    parts = escaped.split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def to_html(title: str, sections: list[Section]) -> str:
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+           f"<style>{STYLE}</style><script>{MARK_IMAGES}</script></head><body><h1>{html.escape(title)}</h1>"]
+    for section in sections:
+        out.append(f"<h2>{html.escape(section.title)}</h2>")
+        for block in section.blocks:
+            if isinstance(block, Table):
+                out.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.headers) + "</tr>")
+                out += ["<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in block.rows]
+                out.append("</table>")
+            elif isinstance(block, Figure):
+                data = base64.b64encode(block.path.read_bytes()).decode()
+                out.append(f"<figure><img src='data:image/png;base64,{data}' alt='{html.escape(block.caption)}'>"
+                           f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
+            elif block.startswith("- "):
+                out.append(f"<ul><li>{_inline(block[2:])}</li></ul>")
+            else:
+                out.append(f"<p>{_inline(block)}</p>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_report(out: Path, meta: dict[str, Any], summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    title = f"kskill eval: {Path(meta['suite']).name}"
+    sections = build_report(meta, summary, rows, out)
+    (out / "report.md").write_text(to_markdown(title, sections, out))
+    (out / "report.html").write_text(to_html(title, sections))
+
+
+# ------------------------------------------------------------------------------ compare
+
+def compare_sections(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str]) -> list[Section]:
+    """Scores of two evaluations side by side, then the problems both ran."""
+    rows = []
+    groups_b = dict(_groups(b["summary"]))
+    for name, ga in _groups(a["summary"]):
+        gb = groups_b.get(name)
+        if gb is None:
+            continue
+        for label, key, kind in (("strict", "geomean_speedup_eager", "geomean vs eager"),
+                                 ("compatible", "mean_speedup_eager", "mean vs eager")):
+            va, vb = ga[label][key], gb[label][key]
+            rows.append([name, f"{label}: {kind}", fmt(va, ".2f", "x"), fmt(vb, ".2f", "x"),
+                         fmt(vb / va if va and vb else None, ".2f", "x")])
+            rows.append([name, f"{label}: correct", f"{ga[label]['correct']}/{ga[label]['problems']}",
+                         f"{gb[label]['correct']}/{gb[label]['problems']}", "-"])
+        ca, cb = ga["strict"]["compile"].get("default", {}), gb["strict"]["compile"].get("default", {})
+        rows.append([name, "strict: geomean vs compile", fmt(ca.get("geomean_speedup"), ".2f", "x"),
+                     fmt(cb.get("geomean_speedup"), ".2f", "x"), "-"])
+    by_problem_b = {r["problem"]: r for r in b["rows"]}
+    per_problem = []
+    for ra in a["rows"]:
+        rb = by_problem_b.get(ra["problem"])
+        if rb is None:
+            continue
+        sa, sb = ra.get("speedup_eager"), rb.get("speedup_eager")
+        per_problem.append([ra["problem"], fmt(ra.get("correct_strict")), fmt(rb.get("correct_strict")),
+                            fmt(sa, ".2f", "x"), fmt(sb, ".2f", "x"), fmt(sb / sa if sa and sb else None, ".2f", "x"),
+                            ra.get("techniques") or "-", rb.get("techniques") or "-"])
+    only = sorted(set(r["problem"] for r in a["rows"]) ^ set(by_problem_b))
+    cards = Table(["", names[0], names[1]], [
+        [key, str(a["meta"].get(key)), str(b["meta"].get(key))]
+        for key in ("gpus", "torch", "triton", "kskill_version", "git_commit", "representative", "written_at")]
+        + [["settings", "", "same" if a["meta"]["settings"] == b["meta"]["settings"] else "differ (see eval.json)"]])
+    sections = [Section("Protocols", [cards]),
+                Section("Scores", [Table(["group", "figure", names[0], names[1], "B / A"], rows)]),
+                Section("Problems in both", [Table(["problem", "A correct 1e-4", "B correct 1e-4", "A vs eager",
+                                                    "B vs eager", "B / A", "A techniques", "B techniques"],
+                                                   per_problem)])]
+    if only:
+        sections.append(Section("In one of them only", [", ".join(only)]))
+    return sections

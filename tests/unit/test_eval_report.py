@@ -1,0 +1,108 @@
+"""Rows composed from worker results as a GPU run leaves them, the report written from them, and
+`kskill eval compare` (no problem is run here: the worker and optimize answers are given)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kskill.cli import cli
+from kskill.eval.baselines import BaselineSettings
+from kskill.eval.problem_run import EvalSettings, compose_row
+from kskill.eval.results import ResultsDir
+from kskill.eval.runner import finalize
+from kskill.eval.suite import SuiteProblem
+
+MODES = ("default",)
+SETTINGS = EvalSettings(device="cuda", iterations=3, compile_modes=MODES,
+                        baselines=BaselineSettings(device="cuda", compile_modes=MODES))
+TRITON_MODULE = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(X):\n    tl.store(X, 1)\n"
+
+
+def stats(ms: float) -> dict:
+    return {"median_ms": ms, "p20_ms": ms, "p80_ms": ms, "mean_ms": ms, "std_ms": 0.0, "min_ms": ms, "max_ms": ms, "n": 30}
+
+
+def worker_result(eager: float, kskill: float | None, compiled: float, compile_strict: bool = True,
+                  kskill_strict: bool = True) -> dict:
+    contenders = {"eager": {"built": True},
+                  "compile_default": {"built": True, "correct": {"strict": compile_strict, "compatible": True}}}
+    timing = {"eager": stats(eager), "compile_default": stats(compiled)}
+    if kskill is not None:
+        contenders["kskill"] = {"built": True, "correct": {"strict": kskill_strict, "compatible": True}}
+        timing["kskill"] = stats(kskill)
+    return {"finished": True, "contenders": contenders, "versions": {"device_name": "NVIDIA H200", "torch": "2.11.0",
+            "triton": "3.6.0"}, "timing": {"stats": timing, "representative": True, "l2_flush_bytes": 256_000_000}}
+
+
+def optimize_summary(beats: bool, speedup: float) -> dict:
+    return {"beats_reference": beats, "best_speedup": speedup, "best_attempt": 2 if beats else 0, "reviewed": 3,
+            "best_techniques": ["kernel_fusion"] if beats else [], "stop_reason": "iteration budget spent",
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}, "run": "run-x",
+            "trajectory": [{"n": 0, "speedup": 1.0, "status": "verified"},
+                           {"n": 1, "speedup": speedup / 2, "status": "verified"},
+                           {"n": 2, "speedup": speedup, "status": "verified"}]}
+
+
+def rows(scale: float = 1.0) -> list[dict]:
+    a = SuiteProblem("level1/1_a", 1, Path("/x/level1/1_a.py"))
+    b = SuiteProblem("level1/2_b", 1, Path("/x/level1/2_b.py"))
+    c = SuiteProblem("level2/1_c", 2, Path("/x/level2/1_c.py"))
+    return [
+        compose_row(a, SETTINGS, optimize_summary(True, 4.0), "", worker_result(1.0, 0.25 / scale, 0.5), TRITON_MODULE,
+                    0.1, {"flops": 10, "bytes_moved": 20, "dtype": "float32"}),
+        compose_row(b, SETTINGS, optimize_summary(False, 1.0), "", worker_result(2.0, None, 4.0, compile_strict=False),
+                    "class ModelNew: ...\n", None, {}),
+        compose_row(c, SETTINGS, optimize_summary(True, 3.0), "", worker_result(3.0, 1.0 / scale, 1.5,
+                    kskill_strict=False), TRITON_MODULE, None, {}),
+    ]
+
+
+def test_rows_compose_speedups_correctness_and_the_backend_verdict():
+    a, b, c = rows()
+    assert a["speedup_eager"] == 4.0 and a["speedup_compile_default"] == 2.0 and a["compile_default_vs_eager"] == 2.0
+    assert a["correct_strict"] and a["kb_triton_rules"] and a["roofline_fraction"] == pytest.approx(0.4)
+    assert b["returned_reference"] and b["kskill_ms"] == 2.0 and b["speedup_eager"] == 1.0
+    assert not b["compile_default_correct_strict"] and b["kb_triton_rules"] is False
+    assert not c["correct_strict"] and c["correct_compatible"] and c["status"] == "done"
+    assert a["iterations_to_best"] == 2 and a["tokens"] == 0 and a["l2_flush_bytes"] == 256_000_000
+
+
+def results_folder(root: Path, scale: float) -> Path:
+    folder = ResultsDir(root)
+    composed = rows(scale)
+    folder.begin({"suite": "/x", "selection": [r["problem"] for r in composed], "settings": asdict(SETTINGS),
+                  "sample": {}}, resume=False)
+    for r in composed:
+        folder.write_row(r["problem"].replace("/", "__"), r)
+    finalize(root)
+    return root
+
+
+def test_the_report_of_a_gpu_run_has_all_four_figures_and_both_scores(tmp_path):
+    out = results_folder(tmp_path / "a", 1.0)
+    markdown = (out / "report.md").read_text()
+    assert sorted(p.name for p in (out / "plots").glob("*.png")) == ["iterations.png", "levels.png", "scatter.png",
+                                                                    "speedups.png"]
+    assert "No GPU" not in markdown and "a 256 MB buffer zeroed before every timed call" in markdown
+    assert "| all | 3 | 2 | 2.00x | 2.50x | 33% | 50% | 1 | 3 | 2.67x | - |" in markdown
+    assert "| level 1 | 2 | 2 | 2.00x | 2.50x | 50% | 100% | 1 | 2 | 2.50x | 5.44x |" in markdown
+    assert "2.00x (fails 1e-4)" in markdown  # b's compile failed the strict tolerance: shown, not counted
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4 and "<h2>Scores</h2>" in html
+
+
+def test_compare_sets_two_evaluations_side_by_side(tmp_path):
+    first, second = results_folder(tmp_path / "a", 1.0), results_folder(tmp_path / "b", 2.0)
+    result = CliRunner().invoke(cli, ["eval", "compare", str(first), str(second)])
+    assert result.exit_code == 0, result.output
+    assert "| level1/1_a | yes | yes | 4.00x | 8.00x | 2.00x |" in result.output
+    assert "| all | strict: geomean vs eager | 2.00x | 2.83x | 1.41x |" in result.output
+    data = json.loads(CliRunner().invoke(cli, ["eval", "compare", str(first), str(second), "--json"]).output)
+    assert [s["title"] for s in data["sections"]] == ["Protocols", "Scores", "Problems in both"]
+    missing = CliRunner().invoke(cli, ["eval", "compare", str(first), str(tmp_path)])
+    assert missing.exit_code != 0 and "no readable results.json" in str(missing.exception or missing.output)
