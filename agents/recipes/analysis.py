@@ -166,39 +166,76 @@ def scan_region(node: Node, graph: Graph) -> Region | None:
     return Region("scan", "fused_scan", node, extra={"view": view, "prologue_operand": first_operand(node)})
 
 
-def _pair(v: Any) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else tuple(v)
+POOL_OPS = {f"{kind}_pool{d}d": (kind, d) for kind in ("max", "avg") for d in (1, 2, 3)}
+GLOBAL_POOL_OPS = {f"adaptive_{kind}_pool{d}d": (kind, d) for kind in ("max", "avg") for d in (1, 2, 3)}
+
+
+def _tuple(v: Any, dims: int) -> tuple[int, ...] | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,) * dims
+    if isinstance(v, (tuple, list)) and len(v) == dims and all(isinstance(x, int) for x in v):
+        return tuple(v)
+    return None
+
+
+def _arg(node: Node, name: str, position: int, default: Any = None) -> Any:
+    if name in node.attrs:
+        return node.attrs[name]
+    return node.args[position] if len(node.args) > position else default
 
 
 def pool_region(node: Node, graph: Graph) -> Region | None:
-    if node.op not in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d") or not _float(node):
+    """Max / average pooling over 1-3 trailing spatial dims (exact PyTorch semantics: padding,
+    dilation, ceil_mode, count_include_pad, divisor_override), and adaptive pooling whose windows
+    are all alike: a global pool is a row reduction over the spatial dims; an output size that
+    divides the input is a pooling window of input / output."""
+    if not _float(node) or node.shape is None:
         return None
-    if node.shape is None or len(node.shape) != 4:
-        return None
-    at = node.attrs
     x = first_operand(node)
     xshape = graph.shape_of(x)
-    if node.op == "adaptive_avg_pool2d":
-        size = at.get("output_size", node.args[1] if len(node.args) > 1 else None)
-        if _pair(size) != (1, 1):
+    if node.op in GLOBAL_POOL_OPS:
+        kind, dims = GLOBAL_POOL_OPS[node.op]
+        size = _tuple(_arg(node, "output_size", 1), dims)
+        if xshape is None or size is None or len(xshape) < dims + 1 or node.multi:
             return None
-        kernel, stride, pad = tuple(xshape[2:]), tuple(xshape[2:]), (0, 0)
-        mode = "avg"
-    else:
-        kernel = _pair(at.get("kernel_size", node.args[1] if len(node.args) > 1 else None))
-        stride_v = at.get("stride", node.args[2] if len(node.args) > 2 else None)
-        stride = _pair(stride_v) if stride_v not in (None, [], ()) else kernel
-        pad = _pair(at.get("padding", 0))
-        if at.get("ceil_mode") or at.get("return_indices"):
-            return None
-        if node.op == "max_pool2d" and _pair(at.get("dilation", 1)) != (1, 1):
-            return None
-        if node.op == "avg_pool2d" and (at.get("divisor_override") is not None
-                                        or (not at.get("count_include_pad", True) and pad != (0, 0))):
-            return None
-        mode = "max" if node.op == "max_pool2d" else "avg"
+        spatial = tuple(xshape[-dims:])
+        if size == (1,) * dims:  # one window over everything: a reduction over the innermost dims
+            rows = math.prod(xshape[:-dims])
+            return Region("reduce", "fused_pooling", node,
+                          extra={"view": (rows, math.prod(spatial), 1), "reduce": "mean" if kind == "avg" else "amax",
+                                 "output": node.name, "covers": [], "out_shape": tuple(node.shape),
+                                 "prologue_operand": x})
+        if any(i % o for i, o in zip(spatial, size)):
+            return None  # uneven adaptive windows overlap and vary in size: left to PyTorch
+        kernel = tuple(i // o for i, o in zip(spatial, size))
+        return _window_region(node, x, kind, kernel, kernel, (0,) * dims, (1,) * dims, True, None)
+    if node.op not in POOL_OPS or xshape is None:
+        return None
+    kind, dims = POOL_OPS[node.op]
+    if len(xshape) < dims + 1 or _arg(node, "return_indices", 99, False):
+        return None
+    kernel = _tuple(_arg(node, "kernel_size", 1), dims)
+    stride_v = _arg(node, "stride", 2)
+    stride = kernel if stride_v in (None, [], ()) else _tuple(stride_v, dims)
+    pad = _tuple(_arg(node, "padding", 3, 0), dims)
+    dilation = _tuple(_arg(node, "dilation", 4, 1), dims) if kind == "max" else (1,) * dims
+    if None in (kernel, stride, pad, dilation):
+        return None
+    include_pad = bool(_arg(node, "count_include_pad", 5, True)) if kind == "avg" else True
+    override = _arg(node, "divisor_override", 6, None) if kind == "avg" else None
+    if override is not None and (not isinstance(override, int) or override == 0):
+        return None
+    return _window_region(node, x, kind, kernel, stride, pad, dilation, include_pad, override)
+
+
+def _window_region(node: Node, x: Any, kind: str, kernel: tuple[int, ...], stride: tuple[int, ...],
+                   pad: tuple[int, ...], dilation: tuple[int, ...], include_pad: bool,
+                   override: int | None) -> Region | None:
+    if math.prod(kernel) > 512:
+        return None  # a window this large unrolls into a kernel too big to compile quickly
     return Region("pool", "fused_pooling", node,
-                  extra={"kernel": kernel, "stride": stride, "pad": pad, "mode": mode, "prologue_operand": x})
+                  extra={"kernel": kernel, "stride": stride, "pad": pad, "dilation": dilation, "mode": kind,
+                         "count_include_pad": include_pad, "divisor_override": override, "prologue_operand": x})
 
 
 LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "cross_entropy")

@@ -43,19 +43,32 @@ class ForwardPlan:
 
 
 def reference_module_text(source: str) -> str:
-    """The problem's code minus get_inputs / get_init_inputs (ModelNew needs only Model)."""
+    """The problem's code minus get_inputs / get_init_inputs (ModelNew needs only Model).
+
+    Docstrings and `pass` statements are dropped and the code is written back from its syntax tree
+    (comments go too): they change nothing Model does, and KernelBench's static checker rejects the
+    word `pass` anywhere outside comments, a docstring's "forward pass" included.
+    `from __future__` imports are dropped because they may only open a file.
+    """
     tree = ast.parse(source)
-    lines = source.splitlines()
-    drop: list[tuple[int, int]] = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name in ("get_inputs", "get_init_inputs"):
-            start = node.lineno - 1 - len(node.decorator_list)
-            drop.append((start, node.end_lineno or node.lineno))
-        if isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant) \
-                and node is tree.body[0]:
-            drop.append((node.lineno - 1, node.end_lineno or node.lineno))
-    keep = [line for i, line in enumerate(lines) if not any(a <= i < b for a, b in drop)]
-    return "\n".join(keep).strip() + "\n"
+    tree.body = [node for node in tree.body if not (
+        isinstance(node, ast.FunctionDef) and node.name in ("get_inputs", "get_init_inputs")
+        or isinstance(node, ast.ImportFrom) and node.module == "__future__")]
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list) or not block or not isinstance(block[0], ast.stmt):
+                continue
+            kept = [s for i, s in enumerate(block) if not isinstance(s, ast.Pass) and not (
+                i == 0 and field == "body" and _is_docstring(s)
+                and isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)))]
+            setattr(node, field, kept or ([] if isinstance(node, ast.Module) else [ast.Expr(ast.Constant(...))]))
+    return ast.unparse(tree).strip() + "\n"
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+        and isinstance(statement.value.value, str)
 
 
 def shape_checks(graph: Graph) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.templates.gemm import DOT_PRECISIONS
 from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.common import program_id, wide_index
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
 
 KERNEL = '''@triton.jit
@@ -23,8 +24,8 @@ def {name}_kernel(q_ptr, k_ptr, v_ptr, o_ptr, SCALE: tl.constexpr, M: tl.constex
                   D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   PRECISION: tl.constexpr):
     """Attention for BLOCK_M queries of one (batch, head): online softmax over BLOCK_N key tiles."""
-    bh = tl.program_id(1)
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    bh = {pid1}
+    rows = {pid0} * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, D)
     q = tl.load(q_ptr + bh * M * D + rows[:, None] * D + dims[None, :], mask=rows[:, None] < M, other=0.0)
     m_i = tl.full([BLOCK_M], float('-inf'), tl.float32)
@@ -75,7 +76,9 @@ def attention_unit(name: str, region: Region, graph: Graph, params: dict[str, An
             f"D={d}, CAUSAL={bool(region.extra['causal'])}, BLOCK_M={block_m}, BLOCK_N={block_n}, PRECISION={precision!r}, "
             f"num_warps={warps}, num_stages={stages})",
             "    return out"]
-    return KernelUnit(name, KERNEL.format(name=name), "\n".join(src) + "\n", [q, k, v], [region.anchor.name],
+    wide = wide_index((b, h, m, d), (b, h, n, d))
+    kernel = KERNEL.format(name=name, pid0=program_id(0, wide), pid1=program_id(1, wide))
+    return KernelUnit(name, kernel, "\n".join(src) + "\n", [q, k, v], [region.anchor.name],
                       {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps, "num_stages": stages,
                        "dot_precision": precision},
                       region.technique)

@@ -16,7 +16,7 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Attr, Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, split_chunk
+from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, alloc, arg_name, prepare
 
@@ -46,7 +46,8 @@ def batch_norm_unit(name: str, region: Region, graph: Graph, params: dict[str, A
     chunk = split_chunk(per_channel, p["SPLIT"], p["BLOCK"])
     # --- stage 1: partial statistics per (channel, split)
     load1, x1 = io.load_input("offs", "mask")
-    stats = ["c = tl.program_id(0)", "s = tl.program_id(1)", "count = 0.0", "mean = 0.0", "m2 = 0.0",
+    wide = io.wide
+    stats = [f"c = {program_id(0, wide)}", f"s = {program_id(1, wide)}", "count = 0.0", "mean = 0.0", "m2 = 0.0",
              "for start in range(s * CHUNK, tl.minimum(s * CHUNK + CHUNK, PER_CHANNEL), BLOCK):",
              "    j = start + tl.arange(0, BLOCK)", "    mask = (j < PER_CHANNEL) & (j < s * CHUNK + CHUNK)",
              "    offs = (j // INNER) * (C * INNER) + c * INNER + j % INNER"]
@@ -65,7 +66,7 @@ def batch_norm_unit(name: str, region: Region, graph: Graph, params: dict[str, A
                '    """Batch-norm statistics: Chan-merged partial (count, mean, M2) of one chunk of a channel."""\n'
                f"{indent(stats, 4)}\n"]
     # --- stage 2: finalize per channel (+ running statistics)
-    fin = ["cs = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)", "cmask = cs < C"]
+    fin = [f"cs = {program_id(0, wide)} * BLOCK_C + tl.arange(0, BLOCK_C)", "cmask = cs < C"]
     if training:
         fin += ["count = tl.zeros([BLOCK_C], tl.float32)", "mean = tl.zeros([BLOCK_C], tl.float32)",
                 "m2 = tl.zeros([BLOCK_C], tl.float32)",
@@ -90,7 +91,7 @@ def batch_norm_unit(name: str, region: Region, graph: Graph, params: dict[str, A
                    f"{indent(fin, 4)}\n")
     # --- stage 3: normalise + affine + epilogue
     load3, x3 = io.load_input("offs", "mask")
-    apply = ["offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)", "mask = offs < NUMEL",
+    apply = [f"offs = {program_id(0, wide)} * BLOCK + tl.arange(0, BLOCK)", "mask = offs < NUMEL",
              "ch = (offs // INNER) % C"] + load3 + [
         f"y = ({x3} - tl.load(mean_ptr + ch, mask=mask, other=0.0)) * tl.load(rstd_ptr + ch, mask=mask, other=0.0)"]
     if w is not None:
@@ -100,7 +101,7 @@ def batch_norm_unit(name: str, region: Region, graph: Graph, params: dict[str, A
     apply += io.store_result("y", "offs", "mask")
     kernels.append(f"@triton.jit\ndef {name}_kernel({io.kernel_args(['mean_ptr', 'rstd_ptr'])}, C: tl.constexpr, "
                    "INNER: tl.constexpr, NUMEL: tl.constexpr, BLOCK: tl.constexpr):\n"
-                   '    """Batch-norm normalise pass with the fused epilogue."""\n'
+                   '    """Batch-norm normalisation with the fused epilogue."""\n'
                    f"{indent(apply, 4)}\n")
     # --- launcher
     names = [arg_name(o) for o in io.operands]

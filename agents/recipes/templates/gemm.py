@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
-from kskill.agents.recipes.templates.common import NHWC, Body, body_comment, emit_body, indent, numel, operand_key
+from kskill.agents.recipes.templates.common import (
+    NHWC, Body, body_comment, emit_body, indent, numel, operand_key, program_id, wide_index)
 from kskill.agents.recipes.templates.pointwise import body_shape, default_params
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
@@ -81,8 +82,8 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
     emitted = emit_body(body, graph, ptrs, "offs", "mask", perm=perm)
     n = numel(body.domain)
     outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
-    lines = [("offs = tl.program_id(0).to(tl.int64)" if n >= 2**31 else "offs = tl.program_id(0)")
-             + " * BLOCK + tl.arange(0, BLOCK)", "mask = offs < NUMEL"] + emitted.lines
+    lines = [f"offs = {program_id(0, wide_index(body.domain))} * BLOCK + tl.arange(0, BLOCK)",
+             "mask = offs < NUMEL"] + emitted.lines
     for i, node in enumerate(outs):
         lines.append(f"tl.store(out{i}_ptr + offs, {emitted.var_of[node.name]}.to({store_cast(node.dtype)}), mask=mask)")
     kargs = ["acc_ptr"] + [ptrs[k] for k in ptrs if k != ACC] + [f"out{i}_ptr" for i in range(len(outs))]
@@ -137,8 +138,9 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
     emitted = emit_body(body, graph, ptrs, "offs", "mask", provided={ACC: "acc"})
     outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
     w_index = "rn[None, :] * K + kk[:, None]" if transposed_w else "kk[:, None] * N + rn[None, :]"
+    wide = wide_index((m, k), (k, n), (m, n))  # program ids in int64 make rm, rn and every offset int64
     lines = [
-        "pid = tl.program_id(0)", "tiles_m = tl.cdiv(M, BLOCK_M)", "tiles_n = tl.cdiv(N, BLOCK_N)",
+        f"pid = {program_id(0, wide)}", "tiles_m = tl.cdiv(M, BLOCK_M)", "tiles_n = tl.cdiv(N, BLOCK_N)",
         "first_m = (pid // (GROUP_M * tiles_n)) * GROUP_M", "rows_in_group = tl.minimum(tiles_m - first_m, GROUP_M)",
         "pid_m = first_m + (pid % (GROUP_M * tiles_n)) % rows_in_group",
         "pid_n = (pid % (GROUP_M * tiles_n)) // rows_in_group",

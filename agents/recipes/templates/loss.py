@@ -15,7 +15,8 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, operand_key, split_chunk
+from kskill.agents.recipes.templates.common import (
+    TARGET_SMS as SMS, indent, next_pow2, operand_key, program_id, split_chunk, wide_index)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name, prepare
 
@@ -60,7 +61,7 @@ def loss_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
         io.add(pred)
     target_ptr = io.add(target)
     load, value = io.load_input("offs", "mask")
-    body = ["s = tl.program_id(0)", "acc = tl.zeros([BLOCK], tl.float32)",
+    body = [f"s = {program_id(0, io.wide)}", "acc = tl.zeros([BLOCK], tl.float32)",
             "for start in range(s * CHUNK, s * CHUNK + CHUNK, BLOCK):",
             "    offs = start + tl.arange(0, BLOCK)", "    mask = offs < NUMEL"]
     body += ["    " + ln for ln in load] + [
@@ -112,7 +113,7 @@ def _cross_entropy(name: str, region: Region, graph: Graph, params: dict[str, An
     warps = params.get("num_warps", 4 if block <= 2048 else 8)
     ignore = int(region.extra["ignore_index"])
     reduction = region.extra["reduction"]
-    body = ["row = tl.program_id(0)", "cols = tl.arange(0, BLOCK_R)",
+    body = [f"row = {program_id(0, wide_index((rows, classes)))}", "cols = tl.arange(0, BLOCK_R)",
             "m = tl.full([BLOCK_R], float('-inf'), tl.float32)", "l = tl.zeros([BLOCK_R], tl.float32)",
             "for start in range(0, C, BLOCK_R):",
             "    offs = start + cols", "    mask = offs < C",

@@ -13,7 +13,7 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -55,7 +55,7 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any], a
     for key in ("weight", "bias"):
         if region.extra.get(key) is not None:
             io.add(region.extra[key])
-    pid = "tl.program_id(0).to(tl.int64)" if p_ * r_ >= 2**31 else "tl.program_id(0)"
+    pid = program_id(0, io.wide)
     if r_ <= p["BLOCK_R"]:
         load, x = io.load_input("offs", "mask")
         body = [f"row = {pid}", "cols = tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"] + load + [
@@ -63,7 +63,7 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any], a
             "xc = tl.where(mask, x - mean, 0.0)", "var = tl.sum(xc * xc, axis=0) / R",
             f"y = xc * tl.math.rsqrt(var + {eps!r})"] + _affine(io, region, "y")
         body += io.store_result("y", "offs", "mask")
-        doc = "row in registers: exact two-pass mean and variance, one read and one write"
+        doc = "row in registers: the mean, then the centred variance, from one read; one write"
     else:
         load1, x1 = io.load_input("offs", "mask")
         load2, x2 = io.load_input("offs", "mask")

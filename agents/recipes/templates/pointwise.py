@@ -11,7 +11,7 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.templates.common import (
-    NHWC, Body, body_comment, emit_body, indent, numel)
+    NHWC, Body, body_comment, emit_body, indent, numel, program_id, wide_index)
 from kskill.agents.recipes.templates.tuning_text import autotune_decorator, launch_options
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
@@ -35,8 +35,7 @@ def pointwise_unit(name: str, body: Body, graph: Graph, params: dict[str, Any], 
     perm = NHWC if nhwc and len(body.domain) == 4 else None
     emitted = emit_body(body, graph, ptrs, "offs", "mask", perm=perm)
     n = numel(body.domain)
-    idx = "tl.program_id(0).to(tl.int64)" if n >= 2**31 else "tl.program_id(0)"
-    lines = [f"offs = {idx} * BLOCK + tl.arange(0, BLOCK)"]
+    lines = [f"offs = {program_id(0, wide_index(body.domain))} * BLOCK + tl.arange(0, BLOCK)"]
     if vectorized:
         lines.append("offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)")
     lines.append("mask = offs < NUMEL")

@@ -1,56 +1,84 @@
-"""Template: 2-d max / average pooling (and global average pooling) with fused prologue/epilogue.
+"""Template: 1-d, 2-d and 3-d max / average pooling with a fused prologue and epilogue.
 
-One program computes BLOCK outputs; the KH x KW window is unrolled at compile time, padding
-is handled by masks (-inf for max, zero for average, divisor KH*KW as PyTorch's default
-count_include_pad does). A pointwise producer of the input (e.g. the activation after a conv)
-is recomputed on the loads, so its output never goes through device memory.
+One program computes BLOCK consecutive outputs of the flattened (N*C, *spatial) output, so its
+loads for one window offset are consecutive input elements (coalesced at stride 1, and the
+window's overlap is served from L1/L2: DRAM sees the input about once). The window is unrolled at
+compile time (`tl.static_range`); padding, dilation and ceil_mode are masks: -inf for max, zero
+for average. The average's divisor follows PyTorch's kernels exactly: the window clipped to the
+padded input when count_include_pad (the default), clipped to the input otherwise, or
+divisor_override. A pointwise producer of the input (the activation after a convolution, say) is
+recomputed on the loads, so its output never goes through device memory.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent
+from kskill.agents.recipes.templates.common import indent, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
+AXES = "dhw"  # names of up to three spatial axes, innermost last
+
+
+def default_params(outputs: int) -> dict[str, Any]:
+    return {"BLOCK": 512 if outputs >= 1 << 20 else 256, "num_warps": 4}
+
 
 def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
-    n, c, oh, ow = region.anchor.shape
-    _, _, h, w = graph.shape_of(region.extra["prologue_operand"])
-    (kh, kw), (sh, sw), (ph, pw) = region.extra["kernel"], region.extra["stride"], region.extra["pad"]
+    out_shape = tuple(region.anchor.shape)
+    in_shape = tuple(graph.shape_of(region.extra["prologue_operand"]))
+    dims = len(region.extra["kernel"])
+    axes = AXES[-dims:]
+    kernel, stride, pad, dilation = (region.extra[k] for k in ("kernel", "stride", "pad", "dilation"))
     is_max = region.extra["mode"] == "max"
-    block = params.get("BLOCK", 256)
-    warps = params.get("num_warps", 4)
+    p = {**default_params(math.prod(out_shape)), **{k: v for k, v in params.items() if k in ("BLOCK", "num_warps")}}
     io = FusedIO(region, graph)
     fill = "float('-inf')" if is_max else "0.0"
     load, x = io.load_input("offs", "valid", fill)
-    total = n * c * oh * ow
-    body = ["o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)", "omask = o < NUMEL",
-            "ow = o % OW", "oh = (o // OW) % OH", "plane = o // (OW * OH)",
-            f"acc = tl.full([BLOCK], {fill}, tl.float32)",
-            "for kh in tl.static_range(KH):", "    for kw in tl.static_range(KW):",
-            "        ih = oh * SH - PH + kh", "        iw = ow * SW - PW + kw",
-            "        valid = omask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)",
-            "        offs = plane * (H * W) + ih * W + iw"]
-    body += ["        " + ln for ln in load]
-    if is_max:
-        body.append(f"        acc = tl.maximum(acc, tl.where(valid, {x}, float('-inf')))")
-    else:
-        body.append(f"        acc = acc + tl.where(valid, {x}, 0.0)")
+    body = [f"o = {program_id(0, io.wide)} * BLOCK + tl.arange(0, BLOCK)", "omask = o < NUMEL", "rest = o"]
+    for a in reversed(axes):  # the flat output index, innermost axis first
+        body += [f"o{a} = rest % O{a.upper()}", f"rest = rest // O{a.upper()}"]
+    body += ["plane = rest", f"acc = tl.full([BLOCK], {fill}, tl.float32)"]
     if not is_max:
-        body.append(f"acc = acc * {1.0 / (kh * kw)!r}")
+        body += ["counted = tl.zeros([BLOCK], tl.float32)"]
+    depth, offs, valid, padded = 0, ["plane"], ["omask"], []
+    for a, k, s, pd, dl in zip(axes, kernel, stride, pad, dilation):
+        A = a.upper()
+        body.append("    " * depth + f"for k{a} in tl.static_range({k}):")
+        depth += 1
+        body.append("    " * depth + f"i{a} = o{a} * {s} - {pd} + k{a} * {dl}")
+        offs = [f"({offs[0]}) * {A} + i{a}"]
+        valid.append(f"(i{a} >= 0) & (i{a} < {A})")
+        padded.append(f"(i{a} < {A} + {pd})")
+    pad_in = " & ".join(padded)
+    ind = "    " * depth
+    body += [ind + f"valid = {' & '.join(valid)}", ind + f"offs = {offs[0]}"]
+    body += [ind + ln for ln in load]
+    if is_max:
+        body.append(ind + f"acc = tl.maximum(acc, tl.where(valid, {x}, float('-inf')))")
+    else:
+        body.append(ind + f"acc = acc + tl.where(valid, {x}, 0.0)")
+        counts = "valid" if not region.extra["count_include_pad"] else f"omask & {pad_in}"
+        body.append(ind + f"counted = counted + tl.where({counts}, 1.0, 0.0)")
+    if not is_max:
+        override = region.extra.get("divisor_override")
+        body.append(f"acc = acc * {1.0 / override!r}" if override else "acc = acc / tl.maximum(counted, 1.0)")
     body += io.store_result("acc", "o", "omask")
-    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, H: tl.constexpr, W: tl.constexpr, "
-              "OH: tl.constexpr, OW: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, "
-              "SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, NUMEL: tl.constexpr, BLOCK: tl.constexpr):\n"
-              f'    """{region.extra["mode"]} pooling, window unrolled, padding by masks."""\n{indent(body, 4)}\n')
-    sizes = f"H={h}, W={w}, OH={oh}, OW={ow}, KH={kh}, KW={kw}, SH={sh}, SW={sw}, PH={ph}, PW={pw}, NUMEL={total}"
-    launcher = io.launcher(name, f"(triton.cdiv({total}, {block}),)", sizes,
-                           launch_opts=f"BLOCK={block}, num_warps={warps}")
-    return io.unit(name, kernel, launcher, {"BLOCK": block, "num_warps": warps})
+    sizes = {a.upper(): n for a, n in zip(axes, in_shape[-dims:])}
+    sizes.update({f"O{a.upper()}": n for a, n in zip(axes, out_shape[-dims:])})
+    sizes["NUMEL"] = math.prod(out_shape)
+    signature = ", ".join(f"{k}: tl.constexpr" for k in sizes)
+    doc = f"{region.extra['mode']} pooling over {dims}-d windows {tuple(kernel)}, unrolled; padding by masks."
+    kernel_src = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, {signature}, BLOCK: tl.constexpr):\n"
+                  f'    """{doc}"""\n{indent(body, 4)}\n')
+    launcher = io.launcher(name, f"(triton.cdiv({sizes['NUMEL']}, {p['BLOCK']}),)",
+                           ", ".join(f"{k}={v}" for k, v in sizes.items()),
+                           launch_opts=f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']}")
+    return io.unit(name, kernel_src, launcher, {"BLOCK": p["BLOCK"], "num_warps": p["num_warps"]})
 
 
 __all__ = ["pool_unit"]

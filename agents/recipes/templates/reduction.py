@@ -14,7 +14,7 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, split_chunk
+from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -100,9 +100,8 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any])
     rows_1d = q_ == 1
     split = p["SPLIT"]
     chunk = split_chunk(r_, split, p["BLOCK_R"])
-    big = p_ * r_ * q_ >= 2**31
-    pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
-    head = [f"pid_p = {pid}", "pid_q = tl.program_id(1)", "pid_s = tl.program_id(2)",
+    wide = io.wide
+    head = [f"pid_p = {program_id(0, wide)}", f"pid_q = {program_id(1, wide)}", f"pid_s = {program_id(2, wide)}",
             "r_begin = pid_s * CHUNK", "r_end = tl.minimum(r_begin + CHUNK, R)",
             "base = pid_p * R * Q"]
     if rows_1d:
@@ -134,7 +133,7 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any])
               f'    """Stage 1 of a split {op}: partial results of one CHUNK of R each."""\n{indent(body, 4)}\n')
     op2 = STAGE2_OP[op]
     block_s = min(next_pow2(split), 1024) if rows_1d else max(1, min(next_pow2(split), 4096 // p["BLOCK_Q"]))
-    body2 = ["pid_p = tl.program_id(0)", "pid_q = tl.program_id(1)", "r_begin = 0", "r_end = R", "base = pid_p * R * Q",
+    body2 = [f"pid_p = {program_id(0, wide)}", f"pid_q = {program_id(1, wide)}", "r_begin = 0", "r_end = R", "base = pid_p * R * Q",
              "qs = tl.arange(0, 1)" if rows_1d else "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)"]
     body2 += _loop(io, op2, rows_1d, False) + _finish(op2, rows_1d)
     if op == "mean":

@@ -11,7 +11,7 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -45,7 +45,7 @@ def scan_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
         carry_term = "carry[None, :]"
     scan = (f"tl.associative_scan(x, 0, _scan_multiply)" if prod else "tl.cumsum(x, 0)")
     last = "tl.reduce(x, 0, _scan_multiply)" if prod else "tl.sum(x, 0)"
-    body = ["pid_p = tl.program_id(0)", "pid_q = tl.program_id(1)",
+    body = [f"pid_p = {program_id(0, io.wide)}", f"pid_q = {program_id(1, io.wide)}",
             ("qs = tl.arange(0, 1)" if rows else "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)[None, :]"),
             f"carry = tl.full([{'1' if rows else 'BLOCK_Q'}], {ident}, tl.float32)",
             "for start in range(0, R, BLOCK_R):",

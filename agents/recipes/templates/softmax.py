@@ -13,7 +13,7 @@ from typing import Any
 
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -38,7 +38,7 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
     log = region.extra["log"]
     p = {**default_params(region.extra["view"]), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps")}}
     io = FusedIO(region, graph)
-    pid = "tl.program_id(0).to(tl.int64)" if p_ * r_ * q_ >= 2**31 else "tl.program_id(0)"
+    pid = program_id(0, io.wide)
     if q_ == 1 and r_ <= p["BLOCK_R"]:
         load, x = io.load_input("offs", "mask", "float('-inf')")
         body = [f"row = {pid}", "cols = tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"] + load + [
@@ -63,11 +63,11 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
             "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
         body += ["    " + ln for ln in load2] + [f"    y = {_out(log, x2, 'big', 's')}"]
         body += ["    " + ln for ln in io.store_result("y", "offs", "mask")]
-        doc = "online softmax: running max and normaliser in one pass, then one write pass"
+        doc = "online softmax: running max and normaliser in one read, then a second read that writes"
         grid = f"({p_},)"
     else:
         load, x = io.load_input("offs", "mask", "float('-inf')")
-        body = [f"pid_p = {pid}", "pid_q = tl.program_id(1)", "rs = tl.arange(0, BLOCK_R)[:, None]",
+        body = [f"pid_p = {pid}", f"pid_q = {program_id(1, io.wide)}", "rs = tl.arange(0, BLOCK_R)[:, None]",
                 "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)[None, :]",
                 "offs = pid_p * R * Q + rs * Q + qs", "mask = (rs < R) & (qs < Q)"] + load + [
             f"x = tl.where(mask, {x}, float('-inf'))", "m = tl.max(x, axis=0)[None, :]",
