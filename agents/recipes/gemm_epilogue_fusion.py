@@ -1,4 +1,4 @@
-"""Template: GEMM or convolution with a fused epilogue (bias, activation, scaling, residual).
+"""gemm_epilogue_fusion: a GEMM or convolution with its epilogue (bias, activation, scaling, residual).
 
 Default backend: the product stays on cuBLAS / cuDNN (called without its bias) and one Triton
 pass applies bias + the whole pointwise epilogue, replacing the bias kernel and every
@@ -16,12 +16,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
+from kskill.agents.recipes.kernel_fusion import body_shape, default_params
+from kskill.agents.recipes.matching import is_float
+from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import (
     NHWC, Body, body_comment, emit_body, indent, numel, operand_key, program_id, wide_index)
-from kskill.agents.recipes.templates.pointwise import body_shape, default_params
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
+
+GEMM_OPS = ("linear", "matmul", "conv1d", "conv2d", "conv3d")
+
+
+def gemm_region(node: Node, graph: Graph) -> Region | None:
+    if node.op not in GEMM_OPS or not is_float(node):
+        return None
+    if node.op == "matmul":
+        a, b = node.args[:2] if len(node.args) >= 2 else (None, None)
+        if not all(isinstance(x, (Ref, Attr)) for x in (a, b)):
+            return None
+        if len(graph.shape_of(a) or ()) < 2 or len(graph.shape_of(b) or ()) < 2:
+            return None
+    elif node.module is None:
+        return None  # functional linear/conv calls keep their own text
+    if node.op.startswith("conv") and node.attrs.get("padding_mode", "zeros") != "zeros":
+        return None
+    users = graph.users(node.name)
+    has_pointwise_user = bool(users) and not graph.is_output(node.name)
+    conv_bias = node.op.startswith("conv") and node.attrs.get("has_bias")
+    if not has_pointwise_user and not conv_bias:
+        return None
+    return Region("gemm", "gemm_epilogue_fusion", node,
+                  extra={"output": node.name, "has_bias_work": bool(conv_bias)})
+
 
 ACC = "__acc__"
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
@@ -178,4 +206,22 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
                       "gemm_epilogue_fusion")
 
 
-__all__ = ["gemm_unit", "anchor_inputs"]
+def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    use_nhwc = how.nhwc and region.anchor.op == "conv2d"
+    return gemm_unit(name, region.anchor, region.epilogue, how.graph, how.params, nhwc=use_nhwc,
+                     vectorized=how.vectorized)
+
+
+class GemmEpilogueFusion(AnchorRecipe):
+    id = "gemm_epilogue_fusion"
+    summary = "GEMM/convolution on cuBLAS/cuDNN + bias and the pointwise epilogue in one Triton kernel"
+    templates = {"gemm": lower}
+
+    def match(self, node: Node, graph: Graph) -> Region | None:
+        return gemm_region(node, graph)
+
+    def absent_reason(self) -> str:
+        return "no linear/matmul/conv followed by pointwise ops (or a conv bias) in the reference"
+
+
+RECIPE = GemmEpilogueFusion()
