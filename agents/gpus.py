@@ -11,6 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kskill.agents.errors import AgentError
+
+class UnknownGpu(AgentError):
+    """A GPU named by the user is not in the peak table, or the name fits several entries."""
+
+
 TERA = 1e12
 GIGA = 1e9
 MIB = 1024 * 1024
@@ -88,6 +94,24 @@ def lookup(device_name: str) -> GpuSpec | None:
         if pattern.search(device_name):
             return BY_KEY[key]
     return None
+
+
+def resolve(name: str) -> GpuSpec:
+    """The spec a user names: a table key (`h200-sxm`), a unique key prefix (`h200`, `a100-sxm4-80`),
+    or a device name as torch reports it. Unknown or ambiguous names raise UnknownGpu listing the keys."""
+    wanted = name.strip().lower()
+    if wanted in BY_KEY:
+        return BY_KEY[wanted]
+    prefixed = [g for g in GPUS if g.key.startswith(wanted)]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    by_name = lookup(name)
+    if by_name is not None:
+        return by_name
+    known = ", ".join(BY_KEY)
+    if len(prefixed) > 1:
+        raise UnknownGpu(f"GPU {name!r} is ambiguous: it could be {', '.join(g.key for g in prefixed)}")
+    raise UnknownGpu(f"GPU {name!r} is not in the peak table (agents/gpus.py); known: {known}")
 
 
 def detect() -> tuple[GpuSpec | None, str]:

@@ -6,6 +6,8 @@ file (Triton kernels + PyTorch for the rest; it imports neither kskill nor anyth
 and triton). `techniques=[]` gives the seed: the reference's forward re-emitted op by op in
 PyTorch, which is faithful by construction and the parent of every later candidate.
 `applicable(problem_source, technique)` answers cheaply whether a technique has anything to do.
+Each technique is one module of this package (matcher, template, parameters), listed once in
+registry.py.
 The alternative launch and precision params worth timing (a Triton GEMM with "tf32x3" dots, say)
 are the techniques' variants in the skill base (graph_schema/skills/techniques.yaml).
 """
@@ -15,7 +17,8 @@ from __future__ import annotations
 from kskill.agents.recipes.builder import GeneratedCandidate, build_candidate
 from kskill.agents.recipes.capture import capture
 from kskill.agents.recipes.errors import CaptureError, RecipeNotApplicable
-from kskill.agents.recipes.recipes import RECIPES, Applicability
+from kskill.agents.recipes.base import Applicability
+from kskill.agents.recipes.registry import RECIPES
 
 
 def applicable(problem_source: str, technique: str, rtol: float = 1e-4) -> Applicability:

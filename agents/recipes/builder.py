@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from kskill.agents.recipes.base import Lowering
 from kskill.agents.recipes.capture import capture
 from kskill.agents.recipes.emit import ForwardPlan, render
 from kskill.agents.recipes.errors import RecipeNotApplicable
@@ -18,6 +19,7 @@ from kskill.agents.recipes.graph import Graph, Node
 from kskill.agents.recipes.regions import (
     Region, body_feeding, group_pointwise, is_pointwise, placement_ok, single_consumer_body)
 from kskill.agents.recipes.templates.common import Body
+from kskill.agents.recipes.templates.unit import KernelUnit
 
 
 @dataclass
@@ -60,7 +62,7 @@ class BuildContext:
 def build_candidate(problem_source: str, techniques: Sequence[str],
                     params: Mapping[str, Any] | None = None) -> GeneratedCandidate:
     """A ModelNew for the reference with `techniques` applied in order (see RECIPES)."""
-    from kskill.agents.recipes.recipes import RECIPES
+    from kskill.agents.recipes.registry import RECIPES
 
     ordered = list(dict.fromkeys(techniques))
     unknown = [t for t in ordered if t not in RECIPES]
@@ -143,8 +145,6 @@ def _fits(graph: Graph, region: Region, prologue: Body | None = None, epilogue: 
 
 
 def _forward_plan(ctx: BuildContext) -> ForwardPlan:
-    from kskill.agents.recipes.lowering import lower_region
-
     graph = ctx.graph
     plan = ForwardPlan(lines=[], units=[])
     owner: dict[str, Region] = {}
@@ -164,7 +164,7 @@ def _forward_plan(ctx: BuildContext) -> ForwardPlan:
             continue
         if placed[id(region)] != graph.position[node.name]:
             continue
-        unit = lower_region(f"_{region.kind}_{counter}", region, ctx)
+        unit = _lower(f"_{region.kind}_{counter}", region, ctx)
         counter += 1
         ctx.chosen[unit.name] = unit.params
         plan.units.append(unit)
@@ -173,6 +173,21 @@ def _forward_plan(ctx: BuildContext) -> ForwardPlan:
     plan.tf32_matmul = bool(ctx.flags.get("tf32_nodes"))
     plan.helpers = list(ctx.flags.get("helpers", []))
     return plan
+
+
+def _lower(name: str, region: Region, ctx: BuildContext) -> KernelUnit:
+    """The region's kernels, by the template registered for its kind, with the params chosen for
+    this unit (`params["launch"][name]`, e.g. from an earlier build or a repair) on top of the
+    global ones (`gemm_backend`, ...) on top of the template's defaults."""
+    from kskill.agents.recipes.registry import TEMPLATES
+
+    if region.kind not in TEMPLATES:
+        raise ValueError(f"no template for region kind {region.kind!r}")
+    params = {k: v for k, v in ctx.params.items() if k not in ("launch", "rtol")}
+    params.update(ctx.params.get("launch", {}).get(name, {}))
+    how = Lowering(ctx.graph, params, nhwc=bool(ctx.flags.get("nhwc")), vectorized=bool(ctx.flags.get("vectorized")),
+                   autotune=bool(ctx.flags.get("autotune")))
+    return TEMPLATES[region.kind](name, region, how)
 
 
 def _torch_lines(node: Node, ctx: BuildContext) -> list[str]:

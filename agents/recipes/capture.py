@@ -51,9 +51,11 @@ _MODULE_OPS: dict[type, str] = {
     nn.BatchNorm1d: "batch_norm", nn.BatchNorm2d: "batch_norm", nn.BatchNorm3d: "batch_norm",
     nn.InstanceNorm1d: "instance_norm", nn.InstanceNorm2d: "instance_norm",
     nn.InstanceNorm3d: "instance_norm",
-    nn.MaxPool1d: "max_pool1d", nn.MaxPool2d: "max_pool2d",
-    nn.AvgPool1d: "avg_pool1d", nn.AvgPool2d: "avg_pool2d",
-    nn.AdaptiveAvgPool2d: "adaptive_avg_pool2d", nn.AdaptiveAvgPool1d: "adaptive_avg_pool1d",
+    nn.MaxPool1d: "max_pool1d", nn.MaxPool2d: "max_pool2d", nn.MaxPool3d: "max_pool3d",
+    nn.AvgPool1d: "avg_pool1d", nn.AvgPool2d: "avg_pool2d", nn.AvgPool3d: "avg_pool3d",
+    nn.AdaptiveAvgPool1d: "adaptive_avg_pool1d", nn.AdaptiveAvgPool2d: "adaptive_avg_pool2d",
+    nn.AdaptiveAvgPool3d: "adaptive_avg_pool3d", nn.AdaptiveMaxPool1d: "adaptive_max_pool1d",
+    nn.AdaptiveMaxPool2d: "adaptive_max_pool2d", nn.AdaptiveMaxPool3d: "adaptive_max_pool3d",
     nn.Flatten: "flatten",
     nn.MSELoss: "mse_loss", nn.L1Loss: "l1_loss", nn.SmoothL1Loss: "smooth_l1_loss",
     nn.HuberLoss: "huber_loss", nn.CrossEntropyLoss: "cross_entropy", nn.KLDivLoss: "kl_div",
@@ -241,7 +243,10 @@ def _canonical(fx_node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, 
 
 _ALIASES = {"clip": "clamp", "true_divide": "div", "divide": "div", "multiply": "mul",
             "subtract": "sub", "absolute": "abs", "negative": "neg", "max_pool2d_with_indices": "max_pool2d",
-            "max_pool1d_with_indices": "max_pool1d", "bmm": "matmul", "mm": "matmul"}
+            "max_pool1d_with_indices": "max_pool1d", "max_pool3d_with_indices": "max_pool3d",
+            "adaptive_max_pool1d_with_indices": "adaptive_max_pool1d",
+            "adaptive_max_pool2d_with_indices": "adaptive_max_pool2d",
+            "adaptive_max_pool3d_with_indices": "adaptive_max_pool3d", "bmm": "matmul", "mm": "matmul"}
 
 
 def _normalise(fn: Callable[..., Any] | None, name: str, args: tuple[Any, ...],

@@ -10,13 +10,22 @@ from kskill.agents.recipes.capture import capture
 from kskill.graph_schema.errors import KskillError
 
 SUITE = sorted((Path(__file__).parents[2] / "eval" / "problems").glob("[0-9]*.py"))
-SHARED = {"kernel_fusion", "gemm_epilogue_fusion", "online_softmax", "fused_normalization", "triton_reduction",
-          "cuda_graph", "channels_last", "tf32_tensor_cores", "algebraic_simplification", "flash_attention",
-          "autotune_launch", "vectorized_access", "fused_scan", "fused_pooling", "fused_loss"}
+def test_every_recipe_key_of_the_skill_base_is_a_recipe_and_every_recipe_a_technique():
+    """The registry and the skill base agree: the brain writes every technique that names a recipe,
+    and every recipe is the recipe of some technique (one list of ids, agents/recipes/registry.py)."""
+    from kskill.graph_schema.model import Technique
+    from kskill.graph_schema.skillbase import read_builtin
+
+    keys = {n.recipe for n in read_builtin().payload.nodes.values() if isinstance(n, Technique) and n.recipe}
+    assert keys == set(RECIPES)
 
 
-def test_recipes_cover_the_shared_technique_ids():
-    assert set(RECIPES) == SHARED
+def test_each_technique_is_one_module_with_its_test():
+    """Liger-style layout: agents/recipes/<technique>.py and tests/unit/test_<technique>.py."""
+    root = Path(__file__).parents[2]
+    for technique in RECIPES:
+        assert (root / "agents" / "recipes" / f"{technique}.py").is_file(), technique
+        assert (root / "tests" / "unit" / f"test_{technique}.py").is_file(), technique
 
 
 def test_suite_has_30_problems_that_all_capture():

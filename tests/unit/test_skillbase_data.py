@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kskill.agents.recipes import RECIPES
 from kskill.graph_schema.model import (
     AddressedBy,
     Bottleneck,
@@ -55,12 +56,7 @@ SHARED_METRICS: dict[str, tuple[str, str]] = {
     "input_bytes": ("problem", "number"),
     "batchnorm_training": ("problem", "bool"),
 }
-RECIPE_KEYS = {
-    "kernel_fusion", "gemm_epilogue_fusion", "online_softmax", "fused_normalization",
-    "triton_reduction", "cuda_graph", "channels_last", "tf32_tensor_cores",
-    "algebraic_simplification", "flash_attention", "autotune_launch", "vectorized_access",
-    "fused_scan", "fused_pooling", "fused_loss",
-}
+RECIPE_KEYS = set(RECIPES)  # the recipe brain's one registry (agents/recipes/registry.py)
 NAMED_TECHNIQUES = {
     "shared_memory_tiling", "split_k", "memory_coalescing", "register_blocking", "loop_unrolling",
     "reduce_block_size", "increase_occupancy", "persistent_kernel", "software_pipelining",

@@ -27,6 +27,22 @@ def numel(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 
 
+# Offsets are int32 unless a tensor the kernel addresses comes within 2^24 elements of 2^31: the
+# margin covers a last block that runs past the end (its lanes are masked, but an int32 offset that
+# wrapped negative would pass the `offs < NUMEL` mask and address memory before the tensor).
+INT32_SAFE_ELEMENTS = 2**31 - 2**24
+
+
+def wide_index(*shapes: tuple[int, ...] | None) -> bool:
+    """Whether a kernel addressing tensors of these shapes needs 64-bit offsets."""
+    return any(numel(tuple(s)) > INT32_SAFE_ELEMENTS for s in shapes if s is not None)
+
+
+def program_id(axis: int, wide: bool) -> str:
+    """Kernel text for a program id; int64 in wide kernels, so every offset derived from it is too."""
+    return f"tl.program_id({axis}).to(tl.int64)" if wide else f"tl.program_id({axis})"
+
+
 def operand_key(operand: Any) -> str:
     return operand.name if isinstance(operand, Ref) else f"self.{operand.path}"
 

@@ -14,7 +14,7 @@ import torch
 
 from kskill.agents.recipes.graph import Graph, Node, Ref
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import Body, emit_body, operand_key
+from kskill.agents.recipes.templates.common import Body, emit_body, operand_key, wide_index
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
 
@@ -51,6 +51,12 @@ class FusedIO:
     def add_all(self, operands: list[Any]) -> None:
         for op in operands:
             self.add(op)
+
+    @property
+    def wide(self) -> bool:
+        """Whether any tensor this kernel reads or writes needs 64-bit offsets."""
+        shapes = [self.graph.shape_of(o) for o in self.operands] + [n.shape for n in self.outputs()]
+        return wide_index(*shapes)
 
     def load_input(self, offs: str, mask: str, other: str = "0.0") -> tuple[list[str], str]:
         """Statements giving the anchor's input value at `offs` (fp32)."""

@@ -1,4 +1,4 @@
-"""Template: sum / mean / amax / amin / prod / argmax / argmin over a contiguous range of dims.
+"""triton_reduction: sum / mean / amax / amin / prod / argmax / argmin over a contiguous range of dims.
 
 The input is viewed as (P, R, Q) and reduced over R. Q == 1 (innermost dims): one program per
 row, 1-d tiles along the contiguous row. Q > 1: tiles of (BLOCK_R, BLOCK_Q) with q contiguous so
@@ -12,11 +12,45 @@ from __future__ import annotations
 
 from typing import Any
 
-from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.base import AnchorRecipe, Lowering
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
+from kskill.agents.recipes.matching import FLOATS, REDUCE_OPS, first_operand, normalise_dims, prq
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, split_chunk
+from kskill.agents.recipes.templates.common import (
+    TARGET_SMS as SMS, indent, next_pow2, operand_key, program_id, split_chunk)
 from kskill.agents.recipes.templates.fused_io import FusedIO
-from kskill.agents.recipes.templates.unit import KernelUnit
+from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
+
+def reduce_region(node: Node, graph: Graph) -> Region | None:
+    if node.op not in REDUCE_OPS or node.shape is None and not node.multi:
+        return None
+    x = first_operand(node)
+    xshape = graph.shape_of(x)
+    if not isinstance(x, (Ref, Attr)) or xshape is None or str(graph.dtype_of(x)) not in FLOATS:
+        return None
+    dim = node.attrs.get("dim", node.args[1] if len(node.args) > 1 and isinstance(node.args[1], (int, tuple, list)) else None)
+    if node.attrs.get("dtype") is not None:
+        return None
+    dims = normalise_dims(dim, len(xshape))
+    view = prq(tuple(xshape), dims) if dims is not None else None
+    if view is None:
+        return None
+    op, output = node.op, node.name
+    covers: list[str] = []
+    if node.multi:  # torch.max(x, dim) -> (values, indices): only the values may be used
+        users = [graph.by_name[u] for u in graph.users(node.name)]
+        if not users or any(u.op != "getitem" or u.args[1] != 0 for u in users) or len(users) != 1:
+            return None
+        output = users[0].name
+        covers = [output]
+    elif op in ("max", "min") and dim is not None:
+        return None
+    op = {"max": "amax", "min": "amin"}.get(op, op)
+    out_node = graph.by_name[output]
+    return Region("reduce", "triton_reduction", node,
+                  extra={"view": view, "reduce": op, "output": output, "covers": covers,
+                         "out_shape": tuple(out_node.shape or ()), "prologue_operand": x})
+
 
 INIT = {"sum": "0.0", "mean": "0.0", "prod": "1.0", "amax": "float('-inf')", "amin": "float('inf')",
         "argmax": "float('-inf')", "argmin": "float('inf')"}
@@ -90,7 +124,7 @@ def _finish(op: str, rows_1d: bool) -> list[str]:
     return [f"result = {FINAL[op].format(a=0)}"]
 
 
-def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> list[KernelUnit] | KernelUnit:
+def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     view, op = region.extra["view"], region.extra["reduce"]
     p_, r_, q_ = view
     p = {**default_params(view, op), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")}}
@@ -100,9 +134,8 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any])
     rows_1d = q_ == 1
     split = p["SPLIT"]
     chunk = split_chunk(r_, split, p["BLOCK_R"])
-    big = p_ * r_ * q_ >= 2**31
-    pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
-    head = [f"pid_p = {pid}", "pid_q = tl.program_id(1)", "pid_s = tl.program_id(2)",
+    wide = io.wide
+    head = [f"pid_p = {program_id(0, wide)}", f"pid_q = {program_id(1, wide)}", f"pid_s = {program_id(2, wide)}",
             "r_begin = pid_s * CHUNK", "r_end = tl.minimum(r_begin + CHUNK, R)",
             "base = pid_p * R * Q"]
     if rows_1d:
@@ -134,7 +167,7 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any])
               f'    """Stage 1 of a split {op}: partial results of one CHUNK of R each."""\n{indent(body, 4)}\n')
     op2 = STAGE2_OP[op]
     block_s = min(next_pow2(split), 1024) if rows_1d else max(1, min(next_pow2(split), 4096 // p["BLOCK_Q"]))
-    body2 = ["pid_p = tl.program_id(0)", "pid_q = tl.program_id(1)", "r_begin = 0", "r_end = R", "base = pid_p * R * Q",
+    body2 = [f"pid_p = {program_id(0, wide)}", f"pid_q = {program_id(1, wide)}", "r_begin = 0", "r_end = R", "base = pid_p * R * Q",
              "qs = tl.arange(0, 1)" if rows_1d else "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)"]
     body2 += _loop(io, op2, rows_1d, False) + _finish(op2, rows_1d)
     if op == "mean":
@@ -154,14 +187,31 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any])
 
 
 def _keys(io: FusedIO) -> list[str]:
-    from kskill.agents.recipes.templates.common import operand_key
     return [operand_key(o) for o in io.operands]
 
 
 def _param_names(io: FusedIO) -> list[str]:
-    from kskill.agents.recipes.templates.unit import arg_name
     return [arg_name(o) for o in io.operands]
 
 
 def _first(io: FusedIO) -> str:
     return _param_names(io)[0]
+
+
+def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    return reduce_unit(name, region, how.graph, how.params)
+
+
+class TritonReduction(AnchorRecipe):
+    id = "triton_reduction"
+    summary = "sum/mean/max/min/amax/amin/argmax/argmin/prod over contiguous dims, split when rows are few"
+    templates = {"reduce": lower}
+
+    def match(self, node: Node, graph: Graph) -> Region | None:
+        return reduce_region(node, graph)
+
+    def absent_reason(self) -> str:
+        return "no reduction over a contiguous range of dimensions"
+
+
+RECIPE = TritonReduction()

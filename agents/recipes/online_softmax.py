@@ -1,4 +1,4 @@
-"""Template: softmax and log-softmax with an online normaliser.
+"""online_softmax: softmax and log-softmax with an online normaliser.
 
 Rows (the softmax dim innermost): a row that fits in registers is read once and written once;
 a longer row is read twice: one pass keeps a running max m and normaliser l per lane
@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.base import AnchorRecipe, Lowering
+from kskill.agents.recipes.graph import Graph, Node
+from kskill.agents.recipes.matching import first_operand, is_float, normalise_dims, prq
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
 MAX_PERSISTENT = 8192
+MAX_PERSISTENT_COLUMN = 4096  # softmax over a strided dim keeps the whole dim in registers
 
 
 def default_params(view: tuple[int, int, int]) -> dict[str, Any]:
@@ -33,12 +36,12 @@ def _out(log: bool, x: str, m: str, s: str) -> str:
     return f"({x} - {m}) - tl.log({s})" if log else f"tl.exp({x} - {m}) / {s}"
 
 
-def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any], autotune: bool = False) -> KernelUnit:
+def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     p_, r_, q_ = region.extra["view"]
     log = region.extra["log"]
     p = {**default_params(region.extra["view"]), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps")}}
     io = FusedIO(region, graph)
-    pid = "tl.program_id(0).to(tl.int64)" if p_ * r_ * q_ >= 2**31 else "tl.program_id(0)"
+    pid = program_id(0, io.wide)
     if q_ == 1 and r_ <= p["BLOCK_R"]:
         load, x = io.load_input("offs", "mask", "float('-inf')")
         body = [f"row = {pid}", "cols = tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"] + load + [
@@ -63,11 +66,11 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
             "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
         body += ["    " + ln for ln in load2] + [f"    y = {_out(log, x2, 'big', 's')}"]
         body += ["    " + ln for ln in io.store_result("y", "offs", "mask")]
-        doc = "online softmax: running max and normaliser in one pass, then one write pass"
+        doc = "online softmax: running max and normaliser in one read, then a second read that writes"
         grid = f"({p_},)"
     else:
         load, x = io.load_input("offs", "mask", "float('-inf')")
-        body = [f"pid_p = {pid}", "pid_q = tl.program_id(1)", "rs = tl.arange(0, BLOCK_R)[:, None]",
+        body = [f"pid_p = {pid}", f"pid_q = {program_id(1, io.wide)}", "rs = tl.arange(0, BLOCK_R)[:, None]",
                 "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)[None, :]",
                 "offs = pid_p * R * Q + rs * Q + qs", "mask = (rs < R) & (qs < Q)"] + load + [
             f"x = tl.where(mask, {x}, float('-inf'))", "m = tl.max(x, axis=0)[None, :]",
@@ -82,3 +85,35 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
     launcher = io.launcher(name, grid, f"R={r_}, Q={q_}",
                            launch_opts=f"BLOCK_R={p['BLOCK_R']}, BLOCK_Q={block_q}, num_warps={p['num_warps']}")
     return io.unit(name, kernel, launcher, {"BLOCK_R": p["BLOCK_R"], "BLOCK_Q": block_q, "num_warps": p["num_warps"]})
+
+def softmax_region(node: Node, graph: Graph) -> Region | None:
+    if node.op not in ("softmax", "log_softmax") or not is_float(node) or node.attrs.get("dtype"):
+        return None
+    dim = node.attrs.get("dim", node.args[1] if len(node.args) > 1 else None)
+    if dim is None or node.shape is None:
+        return None
+    view = prq(node.shape, normalise_dims(dim, len(node.shape)))
+    if view is None or (view[2] > 1 and view[1] > MAX_PERSISTENT_COLUMN):
+        return None
+    return Region("softmax", "online_softmax", node,
+                  extra={"view": view, "prologue_operand": first_operand(node),
+                         "log": node.op == "log_softmax"})
+
+
+def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    return softmax_unit(name, region, how.graph, how.params)
+
+
+class OnlineSoftmax(AnchorRecipe):
+    id = "online_softmax"
+    summary = "softmax / log-softmax in one read: running max and normaliser, then one write"
+    templates = {"softmax": lower}
+
+    def match(self, node: Node, graph: Graph) -> Region | None:
+        return softmax_region(node, graph)
+
+    def absent_reason(self) -> str:
+        return "no softmax or log_softmax over a float tensor"
+
+
+RECIPE = OnlineSoftmax()

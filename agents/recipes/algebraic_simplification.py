@@ -1,6 +1,6 @@
-"""Algebraic simplifications: rewrites that remove work without changing results beyond rounding.
+"""algebraic_simplification: rewrites that remove work without changing results beyond rounding.
 
-- `torch.diag(d) @ A` -> `d[:, None] * A` (an O(n^3) GEMM and an n x n matrix become one pass);
+- `torch.diag(d) @ A` -> `d[:, None] * A` (an O(n^3) GEMM and an n x n matrix become one sweep);
   `A @ torch.diag(d)` -> `A * d`;
 - `x.transpose(i, j).transpose(i, j)` (also `.t().t()`) -> `x`;
 - `x * 1`, `x / 1`, `x + 0`, `x - 0` -> `x`.
@@ -9,6 +9,9 @@ Rewritten nodes keep their names, so later code refers to them unchanged.
 
 from __future__ import annotations
 
+from typing import Any
+
+from kskill.agents.recipes.base import Recipe
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 
 
@@ -109,3 +112,23 @@ def _drop_dead(graph: Graph) -> None:
                 graph.nodes.remove(node)
                 graph.reindex()
                 changed = True
+
+
+class AlgebraicSimplification(Recipe):
+    id = "algebraic_simplification"
+    summary = "diag(d) @ A as a row scale, A @ diag(d) as a column scale, redundant transposes and copies"
+
+    def sites(self, graph: Graph) -> list[str]:
+        return [s for s, _ in find_simplifications(graph)]
+
+    def absent_reason(self) -> str:
+        return "no diagonal product, double transpose, identity op or redundant copy"
+
+    def rewrite(self, ctx: Any) -> None:
+        done = simplify(ctx.graph)
+        if done:
+            ctx.notes.extend(f"simplified: {d}" for d in done)
+            ctx.mark(self.id)
+
+
+RECIPE = AlgebraicSimplification()

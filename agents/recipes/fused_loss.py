@@ -1,4 +1,4 @@
-"""Template: losses computed and reduced in one pass over the inputs.
+"""fused_loss: losses computed and reduced in one sweep over the inputs.
 
 Elementwise losses (mse, l1, smooth-l1, huber, kl-div) compute their term from both inputs (the
 prediction read through its producer's pointwise chain, e.g. the log of kl_div(log(p), t)) and
@@ -13,11 +13,51 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.base import AnchorRecipe, Lowering
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
+from kskill.agents.recipes.matching import FLOATS
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import TARGET_SMS as SMS, indent, next_pow2, operand_key, split_chunk
+from kskill.agents.recipes.templates.common import (
+    TARGET_SMS as SMS, indent, next_pow2, operand_key, program_id, split_chunk, wide_index)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name, prepare
+
+LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "cross_entropy")
+
+
+def loss_region(node: Node, graph: Graph) -> Region | None:
+    if node.op not in LOSSES:
+        return None
+    at = node.attrs
+    if node.module is not None:
+        pred, target = node.args[0], node.args[1]
+    else:
+        pred, target = at.get("input", node.args[0] if node.args else None), at.get("target")
+        if target is None and len(node.args) > 1:
+            target = node.args[1]
+    if not isinstance(pred, (Ref, Attr)) or not isinstance(target, (Ref, Attr)):
+        return None
+    if str(graph.dtype_of(pred)) not in FLOATS:
+        return None
+    reduction = at.get("reduction", "mean")
+    if at.get("size_average") is not None or at.get("reduce") is not None:
+        return None
+    if node.op == "cross_entropy":
+        pshape, tshape = graph.shape_of(pred), graph.shape_of(target)
+        if (len(pshape) != 2 or tuple(tshape) != (pshape[0],) or str(graph.dtype_of(target)) != "torch.int64"
+                or at.get("weight") is not None or at.get("label_smoothing", 0.0) or reduction == "none"):
+            return None
+    elif graph.shape_of(pred) != graph.shape_of(target) or reduction == "none":
+        return None
+    if node.op == "kl_div" and at.get("log_target"):
+        return None
+    # elementwise losses read `pred` through its producer's pointwise chain (kl_div(log(p), t) in
+    # one pass); the scalar result takes no epilogue (a later scalar op runs on its own)
+    prologue = {"prologue_operand": pred} if node.op != "cross_entropy" and isinstance(pred, Ref) else {}
+    return Region("loss", "fused_loss", node,
+                  extra={**prologue, "epilogue_ok": False, "pred": pred, "target": target, "reduction": reduction,
+                         "beta": float(at.get("beta", 1.0)), "delta": float(at.get("delta", 1.0)),
+                         "ignore_index": at.get("ignore_index", -100)})
 
 
 def _term(op: str, beta: float, delta: float) -> str:
@@ -60,7 +100,7 @@ def loss_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
         io.add(pred)
     target_ptr = io.add(target)
     load, value = io.load_input("offs", "mask")
-    body = ["s = tl.program_id(0)", "acc = tl.zeros([BLOCK], tl.float32)",
+    body = [f"s = {program_id(0, io.wide)}", "acc = tl.zeros([BLOCK], tl.float32)",
             "for start in range(s * CHUNK, s * CHUNK + CHUNK, BLOCK):",
             "    offs = start + tl.arange(0, BLOCK)", "    mask = offs < NUMEL"]
     body += ["    " + ln for ln in load] + [
@@ -112,7 +152,7 @@ def _cross_entropy(name: str, region: Region, graph: Graph, params: dict[str, An
     warps = params.get("num_warps", 4 if block <= 2048 else 8)
     ignore = int(region.extra["ignore_index"])
     reduction = region.extra["reduction"]
-    body = ["row = tl.program_id(0)", "cols = tl.arange(0, BLOCK_R)",
+    body = [f"row = {program_id(0, wide_index((rows, classes)))}", "cols = tl.arange(0, BLOCK_R)",
             "m = tl.full([BLOCK_R], float('-inf'), tl.float32)", "l = tl.zeros([BLOCK_R], tl.float32)",
             "for start in range(0, C, BLOCK_R):",
             "    offs = start + cols", "    mask = offs < C",
@@ -139,3 +179,22 @@ def _cross_entropy(name: str, region: Region, graph: Graph, params: dict[str, An
            "    return out"]
     return KernelUnit(name, kernel, "\n".join(src) + "\n", [logits, target], [region.anchor.name],
                       {"BLOCK_R": block, "num_warps": warps}, region.technique)
+
+
+def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    return loss_unit(name, region, how.graph, how.params)
+
+
+class FusedLoss(AnchorRecipe):
+    id = "fused_loss"
+    summary = "losses (mse, l1, smooth-l1, huber, kl-div, cross-entropy) and their reduction in one kernel"
+    templates = {"loss": lower}
+
+    def match(self, node: Node, graph: Graph) -> Region | None:
+        return loss_region(node, graph)
+
+    def absent_reason(self) -> str:
+        return "no supported loss function call"
+
+
+RECIPE = FusedLoss()

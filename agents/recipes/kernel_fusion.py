@@ -1,18 +1,22 @@
-"""Template: a fused chain of pointwise ops as one Triton kernel over a flat domain.
+"""kernel_fusion: a chain (a DAG) of pointwise ops as one Triton kernel over a flat domain.
 
 One read of each input, one write of each output, no intermediates in device memory. With
-vectorized access each thread handles VEC contiguous elements (16-byte accesses for fp32);
-in NHWC regions the flat domain is walked in channels_last memory order.
+vectorized access each thread handles contiguous runs (16-byte accesses for fp32); in NHWC
+regions the flat domain is walked in channels_last memory order. The same recipe attaches
+pointwise chains to other regions as their prologue (computing a reduction's input on the fly)
+or epilogue (applied to a result still in registers); see builder._group_and_attach.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kskill.agents.recipes.autotune_launch import autotune_decorator, launch_options
+from kskill.agents.recipes.base import Lowering, Recipe
 from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.regions import Region, is_pointwise
 from kskill.agents.recipes.templates.common import (
-    NHWC, Body, body_comment, emit_body, indent, numel)
-from kskill.agents.recipes.templates.tuning_text import autotune_decorator, launch_options
+    NHWC, Body, body_comment, emit_body, indent, numel, program_id, wide_index)
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
 
@@ -35,8 +39,7 @@ def pointwise_unit(name: str, body: Body, graph: Graph, params: dict[str, Any], 
     perm = NHWC if nhwc and len(body.domain) == 4 else None
     emitted = emit_body(body, graph, ptrs, "offs", "mask", perm=perm)
     n = numel(body.domain)
-    idx = "tl.program_id(0).to(tl.int64)" if n >= 2**31 else "tl.program_id(0)"
-    lines = [f"offs = {idx} * BLOCK + tl.arange(0, BLOCK)"]
+    lines = [f"offs = {program_id(0, wide_index(body.domain))} * BLOCK + tl.arange(0, BLOCK)"]
     if vectorized:
         lines.append("offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)")
     lines.append("mask = offs < NUMEL")
@@ -73,3 +76,23 @@ def body_shape(body: Body, graph: Graph, operand: Any) -> tuple[int, ...]:
             if arg == operand and index in node.attrs.get("arg_shapes", {}):
                 return tuple(node.attrs["arg_shapes"][index])
     return tuple(graph.shape_of(operand) or ())
+
+
+def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    return pointwise_unit(name, region.body, how.graph, how.params, vectorized=how.vectorized,
+                          autotune=how.autotune)
+
+
+class KernelFusion(Recipe):
+    id = "kernel_fusion"
+    summary = "fuse chains of pointwise ops (and prologues/epilogues of Triton regions) into one kernel"
+    templates = {"pointwise": lower}
+
+    def sites(self, graph: Graph) -> list[str]:
+        return [n.name for n in graph.nodes if is_pointwise(n, graph)]
+
+    def absent_reason(self) -> str:
+        return "no fusible pointwise op (float dtype, broadcastable operands) in the reference"
+
+
+RECIPE = KernelFusion()

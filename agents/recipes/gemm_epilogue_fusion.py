@@ -1,4 +1,4 @@
-"""Template: GEMM or convolution with a fused epilogue (bias, activation, scaling, residual).
+"""gemm_epilogue_fusion: a GEMM or convolution with its epilogue (bias, activation, scaling, residual).
 
 Default backend: the product stays on cuBLAS / cuDNN (called without its bias) and one Triton
 pass applies bias + the whole pointwise epilogue, replacing the bias kernel and every
@@ -16,11 +16,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
-from kskill.agents.recipes.templates.common import NHWC, Body, body_comment, emit_body, indent, numel, operand_key
-from kskill.agents.recipes.templates.pointwise import body_shape, default_params
+from kskill.agents.recipes.kernel_fusion import body_shape, default_params
+from kskill.agents.recipes.matching import is_float
+from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.common import (
+    NHWC, Body, body_comment, emit_body, indent, numel, operand_key, program_id, wide_index)
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
+
+GEMM_OPS = ("linear", "matmul", "conv1d", "conv2d", "conv3d")
+
+
+def gemm_region(node: Node, graph: Graph) -> Region | None:
+    if node.op not in GEMM_OPS or not is_float(node):
+        return None
+    if node.op == "matmul":
+        a, b = node.args[:2] if len(node.args) >= 2 else (None, None)
+        if not all(isinstance(x, (Ref, Attr)) for x in (a, b)):
+            return None
+        if len(graph.shape_of(a) or ()) < 2 or len(graph.shape_of(b) or ()) < 2:
+            return None
+    elif node.module is None:
+        return None  # functional linear/conv calls keep their own text
+    if node.op.startswith("conv") and node.attrs.get("padding_mode", "zeros") != "zeros":
+        return None
+    users = graph.users(node.name)
+    has_pointwise_user = bool(users) and not graph.is_output(node.name)
+    conv_bias = node.op.startswith("conv") and node.attrs.get("has_bias")
+    if not has_pointwise_user and not conv_bias:
+        return None
+    return Region("gemm", "gemm_epilogue_fusion", node,
+                  extra={"output": node.name, "has_bias_work": bool(conv_bias)})
+
 
 ACC = "__acc__"
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
@@ -81,8 +110,8 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
     emitted = emit_body(body, graph, ptrs, "offs", "mask", perm=perm)
     n = numel(body.domain)
     outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
-    lines = [("offs = tl.program_id(0).to(tl.int64)" if n >= 2**31 else "offs = tl.program_id(0)")
-             + " * BLOCK + tl.arange(0, BLOCK)", "mask = offs < NUMEL"] + emitted.lines
+    lines = [f"offs = {program_id(0, wide_index(body.domain))} * BLOCK + tl.arange(0, BLOCK)",
+             "mask = offs < NUMEL"] + emitted.lines
     for i, node in enumerate(outs):
         lines.append(f"tl.store(out{i}_ptr + offs, {emitted.var_of[node.name]}.to({store_cast(node.dtype)}), mask=mask)")
     kargs = ["acc_ptr"] + [ptrs[k] for k in ptrs if k != ACC] + [f"out{i}_ptr" for i in range(len(outs))]
@@ -137,8 +166,9 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
     emitted = emit_body(body, graph, ptrs, "offs", "mask", provided={ACC: "acc"})
     outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
     w_index = "rn[None, :] * K + kk[:, None]" if transposed_w else "kk[:, None] * N + rn[None, :]"
+    wide = wide_index((m, k), (k, n), (m, n))  # program ids in int64 make rm, rn and every offset int64
     lines = [
-        "pid = tl.program_id(0)", "tiles_m = tl.cdiv(M, BLOCK_M)", "tiles_n = tl.cdiv(N, BLOCK_N)",
+        f"pid = {program_id(0, wide)}", "tiles_m = tl.cdiv(M, BLOCK_M)", "tiles_n = tl.cdiv(N, BLOCK_N)",
         "first_m = (pid // (GROUP_M * tiles_n)) * GROUP_M", "rows_in_group = tl.minimum(tiles_m - first_m, GROUP_M)",
         "pid_m = first_m + (pid % (GROUP_M * tiles_n)) % rows_in_group",
         "pid_n = (pid % (GROUP_M * tiles_n)) // rows_in_group",
@@ -176,4 +206,22 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
                       "gemm_epilogue_fusion")
 
 
-__all__ = ["gemm_unit", "anchor_inputs"]
+def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    use_nhwc = how.nhwc and region.anchor.op == "conv2d"
+    return gemm_unit(name, region.anchor, region.epilogue, how.graph, how.params, nhwc=use_nhwc,
+                     vectorized=how.vectorized)
+
+
+class GemmEpilogueFusion(AnchorRecipe):
+    id = "gemm_epilogue_fusion"
+    summary = "GEMM/convolution on cuBLAS/cuDNN + bias and the pointwise epilogue in one Triton kernel"
+    templates = {"gemm": lower}
+
+    def match(self, node: Node, graph: Graph) -> Region | None:
+        return gemm_region(node, graph)
+
+    def absent_reason(self) -> str:
+        return "no linear/matmul/conv followed by pointwise ops (or a conv bias) in the reference"
+
+
+RECIPE = GemmEpilogueFusion()

@@ -3,7 +3,7 @@
 import pytest
 from recipe_support import check, problem
 
-from kskill.agents.recipes.templates import softmax
+from kskill.agents.recipes import online_softmax as softmax
 
 
 @pytest.mark.parametrize("fn, dim, shape", [("softmax", 1, (3, 37)), ("log_softmax", -1, (5, 129)),

@@ -1,4 +1,4 @@
-"""Template: cumsum / cumprod along one dim as a blocked associative scan with a running carry.
+"""fused_scan: cumsum / cumprod along one dim as a blocked associative scan with a running carry.
 
 Each program owns one row (Q == 1) or a block of columns (Q > 1, scanned along axis 0 of a
 (BLOCK_R, BLOCK_Q) tile); tiles are scanned with `tl.cumsum` / `tl.associative_scan` and the
@@ -9,11 +9,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.base import AnchorRecipe, Lowering
+from kskill.agents.recipes.graph import Graph, Node
+from kskill.agents.recipes.matching import first_operand, is_float, normalise_dims, prq
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
+
+def scan_region(node: Node, graph: Graph) -> Region | None:
+    if node.op not in ("cumsum", "cumprod") or not is_float(node) or node.attrs.get("dtype"):
+        return None
+    dim = node.attrs.get("dim", node.args[1] if len(node.args) > 1 else None)
+    if dim is None:
+        return None
+    view = prq(node.shape, normalise_dims(dim, len(node.shape)))
+    if view is None:
+        return None
+    return Region("scan", "fused_scan", node, extra={"view": view, "prologue_operand": first_operand(node)})
+
 
 MULTIPLY_HELPER = '''
 @triton.jit
@@ -45,7 +59,7 @@ def scan_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
         carry_term = "carry[None, :]"
     scan = (f"tl.associative_scan(x, 0, _scan_multiply)" if prod else "tl.cumsum(x, 0)")
     last = "tl.reduce(x, 0, _scan_multiply)" if prod else "tl.sum(x, 0)"
-    body = ["pid_p = tl.program_id(0)", "pid_q = tl.program_id(1)",
+    body = [f"pid_p = {program_id(0, io.wide)}", f"pid_q = {program_id(1, io.wide)}",
             ("qs = tl.arange(0, 1)" if rows else "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)[None, :]"),
             f"carry = tl.full([{'1' if rows else 'BLOCK_Q'}], {ident}, tl.float32)",
             "for start in range(0, R, BLOCK_R):",
@@ -66,3 +80,22 @@ def scan_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     launcher = io.launcher(name, grid, f"R={r_}, Q={q_}",
                            launch_opts=f"BLOCK_R={p['BLOCK_R']}, BLOCK_Q={p['BLOCK_Q']}, num_warps={p['num_warps']}")
     return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_R", "BLOCK_Q", "num_warps")})
+
+
+def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    return scan_unit(name, region, how.graph, how.params)
+
+
+class FusedScan(AnchorRecipe):
+    id = "fused_scan"
+    summary = "cumsum / cumprod as a blocked associative scan with a running carry"
+    templates = {"scan": lower}
+
+    def match(self, node: Node, graph: Graph) -> Region | None:
+        return scan_region(node, graph)
+
+    def absent_reason(self) -> str:
+        return "no cumsum / cumprod"
+
+
+RECIPE = FusedScan()

@@ -3,7 +3,7 @@
 import pytest
 from recipe_support import check, problem
 
-from kskill.agents.recipes.templates import norm
+from kskill.agents.recipes import fused_normalization as norm
 
 
 def _module(ctor: str, post: str = "") -> str:

@@ -1,0 +1,161 @@
+"""fused_pooling: 1-d, 2-d and 3-d max / average pooling with a fused prologue and epilogue.
+
+One program computes BLOCK consecutive outputs of the flattened (N*C, *spatial) output, so its
+loads for one window offset are consecutive input elements (coalesced at stride 1, and the
+window's overlap is served from L1/L2: DRAM sees the input about once). The window is unrolled at
+compile time (`tl.static_range`); padding, dilation and ceil_mode are masks: -inf for max, zero
+for average. The average's divisor follows PyTorch's kernels exactly: the window clipped to the
+padded input when count_include_pad (the default), clipped to the input otherwise, or
+divisor_override. A pointwise producer of the input (the activation after a convolution, say) is
+recomputed on the loads, so its output never goes through device memory. Global pooling is a
+reduction over the innermost dims and is lowered by triton_reduction's template.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kskill.agents.recipes.base import AnchorRecipe, Lowering
+from kskill.agents.recipes.graph import Graph, Node
+from kskill.agents.recipes.matching import arg, first_operand, int_tuple, is_float
+from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.common import indent, program_id
+from kskill.agents.recipes.templates.fused_io import FusedIO
+from kskill.agents.recipes.templates.unit import KernelUnit
+
+POOL_OPS = {f"{kind}_pool{d}d": (kind, d) for kind in ("max", "avg") for d in (1, 2, 3)}
+GLOBAL_POOL_OPS = {f"adaptive_{kind}_pool{d}d": (kind, d) for kind in ("max", "avg") for d in (1, 2, 3)}
+
+
+def pool_region(node: Node, graph: Graph) -> Region | None:
+    """Max / average pooling over 1-3 trailing spatial dims (exact PyTorch semantics: padding,
+    dilation, ceil_mode, count_include_pad, divisor_override), and adaptive pooling whose windows
+    are all alike: a global pool is a row reduction over the spatial dims; an output size that
+    divides the input is a pooling window of input / output."""
+    if not is_float(node) or node.shape is None:
+        return None
+    x = first_operand(node)
+    xshape = graph.shape_of(x)
+    if node.op in GLOBAL_POOL_OPS:
+        kind, dims = GLOBAL_POOL_OPS[node.op]
+        size = int_tuple(arg(node, "output_size", 1), dims)
+        if xshape is None or size is None or len(xshape) < dims + 1 or node.multi:
+            return None
+        spatial = tuple(xshape[-dims:])
+        if size == (1,) * dims:  # one window over everything: a reduction over the innermost dims
+            rows = math.prod(xshape[:-dims])
+            return Region("reduce", "fused_pooling", node,
+                          extra={"view": (rows, math.prod(spatial), 1), "reduce": "mean" if kind == "avg" else "amax",
+                                 "output": node.name, "covers": [], "out_shape": tuple(node.shape),
+                                 "prologue_operand": x})
+        if any(i % o for i, o in zip(spatial, size)):
+            return None  # uneven adaptive windows overlap and vary in size: left to PyTorch
+        kernel = tuple(i // o for i, o in zip(spatial, size))
+        return _window_region(node, x, kind, kernel, kernel, (0,) * dims, (1,) * dims, True, None)
+    if node.op not in POOL_OPS or xshape is None:
+        return None
+    kind, dims = POOL_OPS[node.op]
+    if len(xshape) < dims + 1 or arg(node, "return_indices", 99, False):
+        return None
+    kernel = int_tuple(arg(node, "kernel_size", 1), dims)
+    stride_v = arg(node, "stride", 2)
+    stride = kernel if stride_v in (None, [], ()) else int_tuple(stride_v, dims)
+    pad = int_tuple(arg(node, "padding", 3, 0), dims)
+    dilation = int_tuple(arg(node, "dilation", 4, 1), dims) if kind == "max" else (1,) * dims
+    if None in (kernel, stride, pad, dilation):
+        return None
+    include_pad = bool(arg(node, "count_include_pad", 5, True)) if kind == "avg" else True
+    override = arg(node, "divisor_override", 6, None) if kind == "avg" else None
+    if override is not None and (not isinstance(override, int) or override == 0):
+        return None
+    return _window_region(node, x, kind, kernel, stride, pad, dilation, include_pad, override)
+
+
+def _window_region(node: Node, x: Any, kind: str, kernel: tuple[int, ...], stride: tuple[int, ...],
+                   pad: tuple[int, ...], dilation: tuple[int, ...], include_pad: bool,
+                   override: int | None) -> Region | None:
+    if math.prod(kernel) > 512:
+        return None  # a window this large unrolls into a kernel too big to compile quickly
+    return Region("pool", "fused_pooling", node,
+                  extra={"kernel": kernel, "stride": stride, "pad": pad, "dilation": dilation, "mode": kind,
+                         "count_include_pad": include_pad, "divisor_override": override, "prologue_operand": x})
+
+
+AXES = "dhw"  # names of up to three spatial axes, innermost last
+
+
+def default_params(outputs: int) -> dict[str, Any]:
+    return {"BLOCK": 512 if outputs >= 1 << 20 else 256, "num_warps": 4}
+
+
+def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+    out_shape = tuple(region.anchor.shape)
+    in_shape = tuple(graph.shape_of(region.extra["prologue_operand"]))
+    dims = len(region.extra["kernel"])
+    axes = AXES[-dims:]
+    kernel, stride, pad, dilation = (region.extra[k] for k in ("kernel", "stride", "pad", "dilation"))
+    is_max = region.extra["mode"] == "max"
+    p = {**default_params(math.prod(out_shape)), **{k: v for k, v in params.items() if k in ("BLOCK", "num_warps")}}
+    io = FusedIO(region, graph)
+    fill = "float('-inf')" if is_max else "0.0"
+    load, x = io.load_input("offs", "valid", fill)
+    body = [f"o = {program_id(0, io.wide)} * BLOCK + tl.arange(0, BLOCK)", "omask = o < NUMEL", "rest = o"]
+    for a in reversed(axes):  # the flat output index, innermost axis first
+        body += [f"o{a} = rest % O{a.upper()}", f"rest = rest // O{a.upper()}"]
+    body += ["plane = rest", f"acc = tl.full([BLOCK], {fill}, tl.float32)"]
+    if not is_max:
+        body += ["counted = tl.zeros([BLOCK], tl.float32)"]
+    depth, offs, valid, padded = 0, ["plane"], ["omask"], []
+    for a, k, s, pd, dl in zip(axes, kernel, stride, pad, dilation):
+        A = a.upper()
+        body.append("    " * depth + f"for k{a} in tl.static_range({k}):")
+        depth += 1
+        body.append("    " * depth + f"i{a} = o{a} * {s} - {pd} + k{a} * {dl}")
+        offs = [f"({offs[0]}) * {A} + i{a}"]
+        valid.append(f"(i{a} >= 0) & (i{a} < {A})")
+        padded.append(f"(i{a} < {A} + {pd})")
+    pad_in = " & ".join(padded)
+    ind = "    " * depth
+    body += [ind + f"valid = {' & '.join(valid)}", ind + f"offs = {offs[0]}"]
+    body += [ind + ln for ln in load]
+    if is_max:
+        body.append(ind + f"acc = tl.maximum(acc, tl.where(valid, {x}, float('-inf')))")
+    else:
+        body.append(ind + f"acc = acc + tl.where(valid, {x}, 0.0)")
+        counts = "valid" if not region.extra["count_include_pad"] else f"omask & {pad_in}"
+        body.append(ind + f"counted = counted + tl.where({counts}, 1.0, 0.0)")
+    if not is_max:
+        override = region.extra.get("divisor_override")
+        body.append(f"acc = acc * {1.0 / override!r}" if override else "acc = acc / tl.maximum(counted, 1.0)")
+    body += io.store_result("acc", "o", "omask")
+    sizes = {a.upper(): n for a, n in zip(axes, in_shape[-dims:])}
+    sizes.update({f"O{a.upper()}": n for a, n in zip(axes, out_shape[-dims:])})
+    sizes["NUMEL"] = math.prod(out_shape)
+    signature = ", ".join(f"{k}: tl.constexpr" for k in sizes)
+    doc = f"{region.extra['mode']} pooling over {dims}-d windows {tuple(kernel)}, unrolled; padding by masks."
+    kernel_src = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, {signature}, BLOCK: tl.constexpr):\n"
+                  f'    """{doc}"""\n{indent(body, 4)}\n')
+    launcher = io.launcher(name, f"(triton.cdiv({sizes['NUMEL']}, {p['BLOCK']}),)",
+                           ", ".join(f"{k}={v}" for k, v in sizes.items()),
+                           launch_opts=f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']}")
+    return io.unit(name, kernel_src, launcher, {"BLOCK": p["BLOCK"], "num_warps": p["num_warps"]})
+
+
+def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    return pool_unit(name, region, how.graph, how.params)
+
+
+class FusedPooling(AnchorRecipe):
+    id = "fused_pooling"
+    summary = "max / average pooling (1-3 spatial dims, adaptive) with the producer's pointwise ops folded into the loads"
+    templates = {"pool": lower}
+
+    def match(self, node: Node, graph: Graph) -> Region | None:
+        return pool_region(node, graph)
+
+    def absent_reason(self) -> str:
+        return "no max/avg pooling with supported settings (return_indices, uneven adaptive windows, huge windows)"
+
+
+RECIPE = FusedPooling()

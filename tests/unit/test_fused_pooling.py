@@ -1,0 +1,49 @@
+"""fused_pooling: 1-d, 2-d and 3-d max / average pooling (padding, dilation, ceil_mode,
+count_include_pad, divisor_override), adaptive pooling, and a fused producer."""
+
+import pytest
+from recipe_support import check, problem
+
+CALLS_2D = ["F.max_pool2d(torch.relu(x), 3, 2, 1)", "F.avg_pool2d(x, 2)", "F.max_pool2d(x, (2, 3))",
+            "F.avg_pool2d(x, 3, 2, 1)", "F.adaptive_avg_pool2d(x, 1)", "F.max_pool2d(x, 3, 1, 1, dilation=2)",
+            "F.max_pool2d(x, 2, ceil_mode=True)", "F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)",
+            "F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)", "F.avg_pool2d(x, 2, divisor_override=3)",
+            "F.adaptive_max_pool2d(x, 1)", "F.adaptive_avg_pool2d(x[:, :, :8, :10], (4, 5))"]
+
+
+@pytest.mark.parametrize("call", CALLS_2D)
+def test_pooling_2d(call):
+    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n", "[torch.randn(2, 3, 9, 11)]")
+    cand = check(src, ["fused_pooling", "kernel_fusion"])
+    assert cand.applied[0] == "fused_pooling"
+
+
+@pytest.mark.parametrize("call", ["F.max_pool1d(x, 4, 2, 1, dilation=2)", "F.avg_pool1d(x, 5, 1, 2)",
+                                  "F.avg_pool1d(x, 4, 3, 2, ceil_mode=True, count_include_pad=False)",
+                                  "F.adaptive_avg_pool1d(x, 1)"])
+def test_pooling_1d(call):
+    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n", "[torch.randn(3, 5, 37)]")
+    assert check(src, ["fused_pooling"]).applied == ["fused_pooling"]
+
+
+@pytest.mark.parametrize("module", ["nn.AvgPool3d(3, 2, 1)", "nn.MaxPool3d((2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0))",
+                                    "nn.AdaptiveAvgPool3d(1)", "nn.AvgPool3d(2, ceil_mode=True)"])
+def test_pooling_3d_modules(module):
+    src = problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  f"        self.pool = {module}\n    def forward(self, x):\n        return torch.sigmoid(self.pool(x))\n",
+                  "[torch.randn(2, 3, 7, 6, 9)]")
+    cand = check(src, ["fused_pooling", "kernel_fusion"])
+    assert "fused_pooling" in cand.applied
+    assert cand.source.count("@triton.jit") == 1, "the sigmoid is the pooling kernel's epilogue"
+
+
+def test_return_indices_declines():
+    src = problem("class Model(nn.Module):\n    def forward(self, x):\n        return F.max_pool2d(x, 2, return_indices=True)[0]\n",
+                  "[torch.randn(1, 2, 5, 5)]")
+    assert check(src, ["fused_pooling"]).applied == []
+
+
+def test_uneven_adaptive_windows_decline():
+    src = problem("class Model(nn.Module):\n    def forward(self, x):\n        return F.adaptive_avg_pool2d(x, (3, 4))\n",
+                  "[torch.randn(1, 2, 7, 9)]")
+    assert check(src, ["fused_pooling"]).applied == []

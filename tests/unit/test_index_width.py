@@ -1,0 +1,84 @@
+"""Memory safety: every template indexes with 64-bit offsets when a tensor it addresses has more
+elements than int32 offsets reach, and keeps int32 offsets (fewer registers) otherwise.
+
+The huge problems are captured on the meta device, so nothing of their size is allocated: the
+test reads the generated kernel text only.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from recipe_support import problem
+
+from kskill.agents.recipes import build_candidate
+from kskill.agents.recipes.templates.common import INT32_SAFE_ELEMENTS, program_id, wide_index
+
+BIG = 2**31 + 2**20  # just past int32 offsets
+
+# (technique(s), forward body, input shapes, a small shape of the same rank): one row per template
+CASES = {
+    "pointwise": (["kernel_fusion"], "torch.relu(x) * 2.0", ["(BIG // 1024, 1024)"]),
+    "reduction": (["triton_reduction"], "x.sum(dim=1)", ["(BIG // 4096, 4096)"]),
+    "reduction_to_scalar": (["triton_reduction"], "x.sum()", ["(BIG,)"]),
+    "softmax": (["online_softmax"], "torch.softmax(x, dim=-1)", ["(BIG // 2048, 2048)"]),
+    "layer_norm": (["fused_normalization"], "self.norm(x)", ["(BIG // 2048, 2048)"]),
+    "batch_norm": (["fused_normalization"], "self.bn(x)", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
+    "scan": (["fused_scan"], "torch.cumsum(x, dim=1)", ["(BIG // 8192, 8192)"]),
+    # global pooling: the output is tiny, the input is not (the case that once read out of bounds)
+    "avg_pool_global": (["fused_pooling"], "F.adaptive_avg_pool2d(x, 1)", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
+    "avg_pool_window": (["fused_pooling"], "F.avg_pool2d(x, 2)", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 2)"]),
+    "max_pool_1d": (["fused_pooling"], "F.max_pool1d(x, 4)", ["(64, 64, BIG // 4096 + 4)"]),
+    "loss": (["fused_loss"], "F.mse_loss(x, y)", ["(BIG // 1024, 1024)", "(BIG // 1024, 1024)"]),
+}
+
+
+def _source(body: str, shapes: list[str], big: int) -> str:
+    names = ["x", "y"][:len(shapes)]
+    inputs = "[" + ", ".join(f"torch.rand{s.replace('BIG', str(big))}" for s in shapes) + "]"
+    model = ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             "        self.norm = nn.LayerNorm(2048)\n        self.bn = nn.BatchNorm2d(64)\n"
+             f"    def forward(self, {', '.join(names)}):\n        return {body}\n")
+    return problem(model, inputs)
+
+
+def _program_ids(source: str) -> list[str]:
+    return re.findall(r"tl\.program_id\(\d\)(?:\.to\(tl\.int64\))?", source)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_huge_tensors_get_int64_program_ids(case):
+    techniques, body, shapes = CASES[case]
+    cand = build_candidate(_source(body, shapes, BIG), techniques)
+    assert set(techniques) <= set(cand.applied), cand.notes
+    ids = _program_ids(cand.source)
+    assert ids, "the candidate has Triton kernels"
+    assert all(i.endswith(".to(tl.int64)") for i in ids), f"{case}: int32 program ids in a huge kernel: {ids}"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_ordinary_tensors_keep_int32_program_ids(case):
+    techniques, body, shapes = CASES[case]
+    cand = build_candidate(_source(body, shapes, 2**20), techniques)
+    ids = _program_ids(cand.source)
+    assert ids and not any("int64" in i for i in ids), f"{case}: {ids}"
+
+
+def test_the_threshold_leaves_room_for_a_last_block_past_the_end():
+    assert not wide_index((1024, 1024))
+    assert wide_index((INT32_SAFE_ELEMENTS + 1,))
+    # a tensor just under 2^31 still needs int64: its last block's offsets would wrap negative
+    assert wide_index((2**31 - 1024,))
+    assert program_id(1, True) == "tl.program_id(1).to(tl.int64)"
+    assert program_id(0, False) == "tl.program_id(0)"
+
+
+def test_gemm_triton_backend_with_a_huge_operand():
+    src = problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.fc = nn.Linear(65536, 64)\n"
+                  "    def forward(self, x):\n        return torch.relu(self.fc(x))\n",
+                  "[torch.rand(40000, 65536)]")
+    cand = build_candidate(src, ["gemm_epilogue_fusion"], {"gemm_backend": "triton", "dot_precision": "tf32x3"})
+    ids = _program_ids(cand.source)
+    assert ids and all(i.endswith(".to(tl.int64)") for i in ids)
