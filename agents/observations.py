@@ -22,6 +22,7 @@ from kskill.graph_schema.model import Metric, Scalar
 
 BOUND_PCT = 60.0  # "NCU memory throughput > 60% | Memory-bound" (liger optimization strategies)
 FLOATING = ("float32", "float16", "bfloat16", "float64")
+IMPOSSIBLE_ROOFLINE = 1.1  # past the roof by more than timing noise: the estimate's assumptions are wrong
 
 
 class ObservationError(AgentError):
@@ -272,8 +273,14 @@ def _derive_roofline(obs: Observations, spec: GpuSpec | None, gpu_why: str) -> N
             obs.mark_unavailable("roofline_fraction", f"needs {', '.join(missing) or 'a peak for this dtype'}")
         else:
             roof_s = max(flops / peak, moved / spec.dram_bandwidth)
-            obs.set("roofline_fraction", roof_s / (runtime / 1e3),
-                    f"max(flops/peak, bytes_moved/bandwidth) on {spec.key} over runtime_ms")
+            fraction = roof_s / (runtime / 1e3)
+            if fraction > IMPOSSIBLE_ROOFLINE:  # faster than the roof: the peak assumed is not the unit that ran
+                obs.mark_unavailable("roofline_fraction", f"the estimate came out at {fraction:.0%} of the roof, so "
+                                     "the kernels ran on a faster unit than the peak assumed (cuDNN and cuBLAS "
+                                     "use TF32 tensor cores for fp32 by default) or moved fewer bytes")
+            else:
+                obs.set("roofline_fraction", fraction,
+                        f"max(flops/peak, bytes_moved/bandwidth) on {spec.key} over runtime_ms")
     if "headroom" not in obs.values and "roofline_fraction" in obs.values:
         obs.set("headroom", max(0.0, 1.0 - float(obs.values["roofline_fraction"])), "1 - roofline_fraction")
     if "speedup" not in obs.values and obs.get("runtime_ms") and obs.get("reference_runtime_ms") is not None:

@@ -56,6 +56,7 @@ from kskill.agents.reviewer.timing import timing_problems, timing_record
 from kskill.agents.reviewer.transfer import OutputReceiver, TransferError
 
 RUNNER_START_S = 300.0  # importing torch and triton and building the reference in a fresh runner
+RUNNER_HEALTH_S = 30.0  # a synchronize and one tiny kernel: seconds at most, unless the context hangs
 
 
 class ProblemInputsDiffer(Exception):
@@ -286,6 +287,7 @@ class Judge:
         deadline = time.monotonic() + self.job["timeout_s"]
         self.begin(index)
         if not self.ensure_loaded(index, deadline):
+            self.drop_if_poisoned(index)
             return
         self.phase(index, "correctness")
         runs: list[Ran] = []
@@ -296,6 +298,7 @@ class Judge:
             if ran.error:
                 if not self.failed_reply(index, ran.reply):
                     self.reject(index)
+                self.drop_if_poisoned(index)
                 return
             runs.append(ran)
             state["trials"] = [r.result for r in runs]
@@ -322,6 +325,16 @@ class Judge:
         else:
             state["correct"] = True
             self.publish(index, final=not (self.job.get("timing") or self.job.get("profile")))
+
+    def drop_if_poisoned(self, index: int) -> None:
+        """After a candidate failed inside a live runner: a CUDA error (an illegal address, a failed
+        launch) poisons the whole context, so a runner that fails the health check is replaced before
+        the next candidate."""
+        if not self.cuda or self.runner is None:
+            return
+        reply = self.ask(None, {"op": "finish", "index": index}, RUNNER_HEALTH_S, "checking the CUDA context")
+        if reply is not None and ("error" in reply or not reply.get("healthy", True)):
+            self.drop_runner()
 
     def judge_trials(self, index: int, runs: list[Ran], deadline: float) -> None:
         """The checks over a candidate's trials: insensitive outputs, stale memory, claimed and decoy kernels."""
