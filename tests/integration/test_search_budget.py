@@ -16,7 +16,7 @@ from kskill.agents.reviewer import ReviewOptions
 from kskill.cli import cli as main
 from kskill.config import load_settings
 from kskill.run_state import LoopConfig
-from kskill.session import sequential_review_batch, start
+from kskill.session import one_by_one, start
 
 HANGS = """import torch
 import torch.nn as nn
@@ -81,9 +81,9 @@ def test_the_stand_in_batch_bounds_each_review_by_what_is_left(tmp_path):
         return Review(problem=prob.name, candidate_hash="x", failure_class="timeout",
                       failure_message=f"ran past {options.timeout_s:g} s")
 
-    out = sequential_review_batch(problem, ["a", "b", "c"], ReviewOptions(timeout_s=300), time_limit_s=1.5,
-                                  on_result=lambda i, r: results.append((i, r.failure_phase)),
-                                  review_one=slow_review)
+    out = one_by_one(problem, ["a", "b", "c"], ReviewOptions(timeout_s=300), time_limit_s=1.5,
+                     on_result=lambda i, r: results.append((i, r.failure_phase)),
+                     review_one=slow_review)
     assert len(out) == 3 and [i for i, _ in results] == [0, 1, 2]
     assert all(t <= 1.5 for t in seen), "each review gets at most what is left of the limit"
     assert out[-1].failure_phase == "budget" and "budget ran out" in out[-1].failure_message
