@@ -213,7 +213,7 @@ class SandboxedBatch:
             raise ReviewError(f"the review worker returned a malformed result: {exc}") from exc
 
 
-def _isolation(seen: dict[str, Any], outcome: SandboxOutcome | None, options: ReviewOptions,
+def _isolation(seen: dict[str, Any], built: dict[str, Any], options: ReviewOptions,
                device: str) -> Isolation | None:
     """The sandbox as it was built (namespaces, mounts, limits) and as the worker saw it from inside
     (which network interfaces, which of our variables were gone)."""
@@ -221,7 +221,7 @@ def _isolation(seen: dict[str, Any], outcome: SandboxOutcome | None, options: Re
         return None
     interfaces = [str(i) for i in seen.get("interfaces", [])]
     names = set(seen.get("env_names", []))
-    fields = dict(outcome.isolation) if outcome is not None else {}
+    fields = dict(built)
     strategy = fields.pop("memory_strategy", "resident-memory watch")
     if device == "cuda":
         strategy += f"; CUDA allocations capped at {options.gpu_memory_fraction:.0%} of the GPU"
@@ -267,7 +267,7 @@ def build_review(base: Review, data: dict[str, Any], batch: BatchRun, options: R
     elif not (options.ncu and options.profile):
         unavailable.update(nsight.unavailable_all("Nsight Compute was not asked for (ncu or profile turned off)"))
     update: dict[str, Any] = {
-        "isolation": _isolation(batch.sandbox, outcome, options, device), "log": candidate_log(data, workdir, outcome),
+        "isolation": _isolation(batch.sandbox, batch.isolation, options, device), "log": candidate_log(data, workdir, outcome),
         "device": reference.get("device", device), "compiled": bool(data.get("compiled")), "flags": flags,
         "correct": bool(data.get("correct")) and not failure, "observations": observations,
         "unavailable": unavailable,

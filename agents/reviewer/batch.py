@@ -79,6 +79,7 @@ class BatchRun:
         self.reference: dict[str, Any] = {}
         self.reference_profile: dict[str, Any] = {}
         self.sandbox: dict[str, Any] = {}  # the environment and network the judge saw from inside
+        self.isolation: dict[str, Any] = {}  # what the sandbox isolates, known from its start
         self.notes: list[str] = []
         self.outcomes: list[SandboxOutcome] = []
         self.problem_error: dict[str, Any] | None = None
@@ -145,7 +146,8 @@ class BatchRun:
                 result["outcome"] = run_sandboxed(
                     python_module_argv(WORKER_MODULE, str(job_path)), workdir=self.workdir, limits=limits,
                     extra_env={"TRITON_INTERPRET": "1"} if self.device == "cpu" else {},
-                    network_probe=CUDA_PROBE if self.device == "cuda" else ("true",))
+                    network_probe=CUDA_PROBE if self.device == "cuda" else ("true",),
+                    on_start=self.sandbox_started)
             except BaseException as exc:  # re-raised below, in the caller's thread
                 result["error"] = exc
 
@@ -160,8 +162,12 @@ class BatchRun:
         if "error" in result:
             raise result["error"]
         self.outcomes.append(result["outcome"])
+        self.isolation = result["outcome"].isolation  # with the peaks of memory and processes seen
         if not state["done"] and self.problem_error is None:
             self.judge_died(result["outcome"], state["phase"])
+
+    def sandbox_started(self, isolation: dict[str, Any]) -> None:
+        self.isolation = isolation
 
     def absorb(self, records: list[dict[str, Any]], state: dict[str, Any]) -> None:
         known = {e.index for e in self.entries}

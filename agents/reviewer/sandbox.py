@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,19 +165,22 @@ def require_sandbox(probe: tuple[str, ...], share_network: bool = False) -> Sand
 
 def run_sandboxed(argv: Sequence[str], *, workdir: Path, limits: SandboxLimits,
                   extra_env: Mapping[str, str] | None = None,
-                  network_probe: tuple[str, ...] = (sys.executable, "-S", "-c", "pass")) -> SandboxOutcome:
+                  network_probe: tuple[str, ...] = (sys.executable, "-S", "-c", "pass"),
+                  on_start: Callable[[dict[str, Any]], None] | None = None) -> SandboxOutcome:
     """Run argv in workdir under the limits; never raises for anything the child does.
+    `on_start(isolation)` hears what the sandbox isolates as soon as it runs (the outcome's record
+    adds the peaks seen).
 
     Raises SandboxUnavailable when no sandbox works and `limits.unsandboxed_ok` is not set, and
     ReviewError when the sandbox that the probe chose cannot be built for this workdir.
     """
     pick = choose_sandbox if limits.unsandboxed_ok else require_sandbox
     choice = pick(tuple(network_probe), not limits.isolate_network)
-    return _run(argv, workdir, limits, extra_env or {}, choice)
+    return _run(argv, workdir, limits, extra_env or {}, choice, on_start)
 
 
 def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: Mapping[str, str],
-         choice: SandboxChoice) -> SandboxOutcome:
+         choice: SandboxChoice, on_start: Callable[[dict[str, Any]], None] | None = None) -> SandboxOutcome:
     env, passed, dropped = allowed_environment(os.environ, {**workspace_environment(workdir), **extra_env})
     layout = None if choice.backend == "none" else build_layout(workdir, env, limits.hidden, argv[0])
     job = {
@@ -198,6 +201,8 @@ def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: M
                 start_new_session=True, pass_fds=(theirs.fileno(),))
         finally:
             theirs.close()
+        if on_start is not None:
+            on_start(_isolation(choice, layout, limits, passed, dropped, {}))
         timed_out = _supervise(proc, ours, job, limits.timeout_s, own_namespace=choice.backend != "none")
         status = _read_status(ours)
     if status.get("error"):
