@@ -22,7 +22,8 @@ from typing import Any
 from kskill.agents.errors import ReviewError
 from kskill.agents.reviewer.models import ReviewOptions
 from kskill.agents.reviewer.protocol import RecordReader
-from kskill.agents.reviewer.sandbox import SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed
+from kskill.agents.reviewer.sandbox import (
+    MAX_FILE_BYTES, SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed)
 
 WORKER_MODULE = "kskill.agents.reviewer.worker"
 # Network isolation on a GPU is used only if CUDA still initialises inside the namespace.
@@ -58,9 +59,11 @@ def death(outcome: SandboxOutcome, options: ReviewOptions, phase: str) -> tuple[
 def sandbox_limits(options: ReviewOptions, timeout_s: float, *, address_space_limit: bool,
                    isolate_network: bool) -> SandboxLimits:
     """The sandbox's limits for a run of this review: memory, time, what it must hide, whether it may
-    run without namespaces."""
+    run without namespaces. Files may grow to the memory limit: where CUDA IPC does not work, outputs
+    reach the judge through files, and a KernelBench output can be several gigabytes."""
     return SandboxLimits(timeout_s=timeout_s, memory_limit_mb=options.memory_limit_mb,
                          address_space_limit=address_space_limit, isolate_network=isolate_network,
+                         max_file_bytes=max(MAX_FILE_BYTES, options.memory_limit_mb * 2**20),
                          hidden=tuple(options.hidden_paths), unsandboxed_ok=options.unsandboxed_ok)
 
 

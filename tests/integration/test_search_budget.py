@@ -68,7 +68,7 @@ def test_the_time_limit_stops_a_review_in_flight(store, tmp_path):
     assert wall >= limit - 2, "the review ran until the budget was spent, not until its own 300 s limit"
 
 
-def test_the_stand_in_batch_bounds_each_review_by_what_is_left(tmp_path):
+def test_the_one_by_one_batch_bounds_each_review_by_what_is_left(tmp_path):
     problem = load_problem(GEMM)
     seen: list[float] = []
     results: list[tuple[int, str]] = []

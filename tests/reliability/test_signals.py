@@ -101,7 +101,7 @@ def run_until_hanging(args: list[str], env: dict, tmpdir: Path, timeout_s: float
                             start_new_session=True)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        logs = list(tmpdir.glob("kskill-review-*/worker.log"))
+        logs = list(tmpdir.glob("kskill-review-*/*.log"))
         if any("HANGING" in log.read_text(errors="replace") for log in logs):
             return proc
         if proc.poll() is not None:
