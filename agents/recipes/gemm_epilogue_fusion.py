@@ -95,7 +95,7 @@ def gemm_unit(name: str, anchor: Node, epilogue: Body | None, graph: Graph, para
     backend = params.get("gemm_backend", "cublas")
     body = epilogue_body(anchor, graph, epilogue)
     if backend == "triton" and anchor.op in ("linear", "matmul") and len(anchor.shape) == 2:
-        return _triton_gemm(name, anchor, body, graph, params)
+        return triton_gemm(name, anchor, body, graph, params, "gemm_epilogue_fusion")
     return _cublas_epilogue(name, anchor, body, graph, params, nhwc, vectorized)
 
 
@@ -143,7 +143,13 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
                       "gemm_epilogue_fusion")
 
 
-def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+def triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict[str, Any],
+                technique: str) -> KernelUnit:
+    """A tiled Triton GEMM of a 2-d linear/matmul `anchor` with `body` applied to the accumulator.
+
+    The operands are read through their strides, so a transposed or sliced view (x.T, W of
+    nn.Linear as (N, K)) is indexed in place instead of copied; only an operand the epilogue
+    reads too is made contiguous, since the epilogue indexes it like the output."""
     a, w, _ = anchor_inputs(anchor)
     m, n = anchor.shape
     k = graph.shape_of(a)[-1]
@@ -155,17 +161,16 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
     bk = params.get("BLOCK_K", 32)
     warps, stages = params.get("num_warps", 8 if big else 4), params.get("num_stages", 3)
     group = params.get("GROUP_M", 8)
-    transposed_w = anchor.op == "linear"  # nn.Linear keeps W as (N, K)
     ext = [op for op in body.external(graph) if not (isinstance(op, Ref) and op.name == ACC)]
     others = [op for op in ext if op not in (a, w)]
     ptrs = pointer_args(others)
     ptrs[ACC] = "acc_ptr_unused"
+    read_by_epilogue = [op for op in (a, w) if op in ext]  # a residual of x, say
     for operand, ptr in ((a, "a_ptr"), (w, "w_ptr")):
-        if operand in ext:  # the epilogue reads a GEMM operand too (a residual of x, say)
+        if operand in read_by_epilogue:
             ptrs[operand_key(operand)] = ptr
     emitted = emit_body(body, graph, ptrs, "offs", "mask", provided={ACC: "acc"})
     outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
-    w_index = "rn[None, :] * K + kk[:, None]" if transposed_w else "kk[:, None] * N + rn[None, :]"
     wide = wide_index((m, k), (k, n), (m, n))  # program ids in int64 make rm, rn and every offset int64
     lines = [
         f"pid = {program_id(0, wide)}", "tiles_m = tl.cdiv(M, BLOCK_M)", "tiles_n = tl.cdiv(N, BLOCK_N)",
@@ -176,15 +181,18 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
         "for k0 in range(0, K, BLOCK_K):",
         "    kk = k0 + tl.arange(0, BLOCK_K)",
-        "    a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
-        f"    b = tl.load(w_ptr + {w_index}, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
+        "    a = tl.load(a_ptr + rm[:, None] * stride_am + kk[None, :] * stride_ak,",
+        "                mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
+        "    b = tl.load(w_ptr + kk[:, None] * stride_wk + rn[None, :] * stride_wn,",
+        "                mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
         f'    acc += tl.dot(a, b, input_precision="{precision}")',
         "offs = rm[:, None] * N + rn[None, :]", "mask = (rm[:, None] < M) & (rn[None, :] < N)",
     ] + emitted.lines
     for i, node in enumerate(outs):
         lines.append(f"tl.store(out{i}_ptr + offs, {emitted.var_of[node.name]}.to({store_cast(node.dtype)}), mask=mask)")
     kargs = ["a_ptr", "w_ptr"] + [ptrs[operand_key(op)] for op in others] + [f"out{i}_ptr" for i in range(len(outs))]
-    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(kargs)}, M: tl.constexpr, N: tl.constexpr, "
+    kernel = (f"@triton.jit\ndef {name}_kernel({', '.join(kargs)}, stride_am, stride_ak, stride_wk, stride_wn, "
+              "M: tl.constexpr, N: tl.constexpr, "
               "K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
               "GROUP_M: tl.constexpr):\n"
               f'    """fp32 GEMM ({precision} dots) of {anchor.name} with its epilogue in registers: {body_comment(body)}."""\n'
@@ -192,18 +200,21 @@ def _triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict
     launcher_inputs = [a, w] + others
     src = [f"def {name}({', '.join(arg_name(op) for op in launcher_inputs)}):"]
     for op in launcher_inputs:
-        src.append(f"    {arg_name(op)} = {prepare(op, graph, None, False)}")
+        if op in others or op in read_by_epilogue:
+            src.append(f"    {arg_name(op)} = {prepare(op, graph, None, False)}")
     for i, node in enumerate(outs):
         src.append(f"    out{i} = {alloc((m, n), node.dtype, arg_name(a))}")
-    call = [arg_name(op) for op in launcher_inputs] + [f"out{i}" for i in range(len(outs))]
+    wk, wn = (1, 0) if anchor.op == "linear" else (0, 1)  # nn.Linear keeps W as (N, K)
+    strides = [f"{arg_name(a)}.stride(0)", f"{arg_name(a)}.stride(1)",
+               f"{arg_name(w)}.stride({wk})", f"{arg_name(w)}.stride({wn})"]
+    call = [arg_name(op) for op in launcher_inputs] + [f"out{i}" for i in range(len(outs))] + strides
     grid = (-(-m // bm) * -(-n // bn),)
     src.append(f"    {name}_kernel[{grid}]({', '.join(call)}, M={m}, N={n}, K={k}, BLOCK_M={bm}, BLOCK_N={bn}, "
                f"BLOCK_K={bk}, GROUP_M={group}, num_warps={warps}, num_stages={stages})")
     src.append(f"    return {', '.join(f'out{i}' for i in range(len(outs)))}")
     used = {"gemm_backend": "triton", "dot_precision": precision, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
             "GROUP_M": group, "num_warps": warps, "num_stages": stages}
-    return KernelUnit(name, kernel, "\n".join(src) + "\n", launcher_inputs, list(body.outputs), used,
-                      "gemm_epilogue_fusion")
+    return KernelUnit(name, kernel, "\n".join(src) + "\n", launcher_inputs, list(body.outputs), used, technique)
 
 
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
