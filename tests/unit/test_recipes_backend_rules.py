@@ -18,7 +18,7 @@ from kskill.agents.recipes import RECIPES, applicable, build_candidate
 from kskill.agents.reviewer.backend_rules import check_triton_backend
 
 ROOT = Path(__file__).parents[2]
-PROBLEMS = sorted((ROOT / "kskill" / "examples").glob("*.py")) + sorted((ROOT / "eval" / "problems").glob("[0-9]*.py"))
+PROBLEMS = sorted((ROOT / "kskill" / "examples").glob("[a-z]*.py")) + sorted((ROOT / "eval" / "problems").glob("[0-9]*.py"))
 
 
 def _verdict_errors(source: str) -> list[str]:
