@@ -76,7 +76,10 @@ def run(args: list[str] | None = None) -> int:
         code = cli.main(args, prog_name="kskill", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         stopped = exc if isinstance(exc, KeyboardInterrupt) else exc.__cause__  # click turns a signal into Abort
-        return _interrupted(as_interrupted(stopped if isinstance(stopped, KeyboardInterrupt) else KeyboardInterrupt()))
+        if not isinstance(stopped, KeyboardInterrupt):  # a question answered "no"
+            click.echo("aborted", err=True)
+            return 1
+        return _interrupted(as_interrupted(stopped))
     except click.UsageError as exc:  # one line too, with where to read the usage
         where = f"; `{exc.ctx.command_path} --help` shows the usage" if exc.ctx else ""
         click.echo(f"error: {one_line(exc.format_message()).rstrip('.')}{where}", err=True)
