@@ -262,17 +262,26 @@ def _derive_dtype(obs: Observations) -> None:
         obs.set("dtype", floating[0], "the one floating dtype among the reference inputs")
 
 
+def roofline_seconds(obs: Observations, spec: GpuSpec) -> float | None:
+    """The roofline's time for the work the observations describe: max(flops/peak, bytes_moved/bandwidth),
+    or None when a figure is missing."""
+    flops, moved = obs.get("flops"), obs.get("bytes_moved")
+    peak = spec.peak_flops(obs.get("dtype", ""), _tensor_cores(obs))
+    if flops is None or moved is None or peak is None:
+        return None
+    return max(flops / peak, moved / spec.dram_bandwidth)
+
+
 def _derive_roofline(obs: Observations, spec: GpuSpec | None, gpu_why: str) -> None:
     if "roofline_fraction" not in obs.values:
-        flops, moved, runtime = obs.get("flops"), obs.get("bytes_moved"), obs.get("runtime_ms")
-        peak = spec.peak_flops(obs.get("dtype", ""), _tensor_cores(obs)) if spec else None
+        runtime = obs.get("runtime_ms")
+        roof_s = roofline_seconds(obs, spec) if spec is not None else None
         if spec is None:
             obs.mark_unavailable("roofline_fraction", gpu_why)
-        elif None in (flops, moved, runtime) or peak is None or not runtime:
-            missing = [n for n, v in (("flops", flops), ("bytes_moved", moved), ("runtime_ms", runtime)) if v is None]
+        elif roof_s is None or not runtime:
+            missing = [n for n in ("flops", "bytes_moved", "runtime_ms") if obs.get(n) is None]
             obs.mark_unavailable("roofline_fraction", f"needs {', '.join(missing) or 'a peak for this dtype'}")
         else:
-            roof_s = max(flops / peak, moved / spec.dram_bandwidth)
             fraction = roof_s / (runtime / 1e3)
             if fraction > IMPOSSIBLE_ROOFLINE:  # faster than the roof: the peak assumed is not the unit that ran
                 obs.mark_unavailable("roofline_fraction", f"the estimate came out at {fraction:.0%} of the roof, so "

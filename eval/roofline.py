@@ -22,18 +22,18 @@ def roofline(problem_path: Path, device_name: str) -> dict[str, Any]:
     """{"roofline_ms", "flops", "bytes_moved", "dtype", "roofline_note"} for this problem on this GPU."""
     from kskill.agents.features import reference_features
     from kskill.agents.gpus import lookup
-    from kskill.agents.observations import Observations
+    from kskill.agents.observations import Observations, roofline_seconds
 
     spec = lookup(device_name)
     features = reference_features(problem_path.read_text(encoding="utf-8"))
-    # With a runtime of 1 ms, roofline_fraction is the roofline's own time in ms.
-    obs = Observations.merge(features=features, profile={"runtime_ms": 1.0}, gpu=spec)
+    obs = Observations.merge(features=features, profile={}, gpu=spec)
+    roof_s = roofline_seconds(obs, spec) if spec is not None else None
     facts = {"flops": obs.get("flops"), "bytes_moved": obs.get("bytes_moved"), "dtype": obs.get("dtype"),
-             "roofline_ms": obs.get("roofline_fraction") if spec is not None else None, "roofline_note": ""}
+             "roofline_ms": roof_s * 1e3 if roof_s is not None else None, "roofline_note": ""}
     if spec is None:
         facts["roofline_note"] = f"{device_name!r} is not in the GPU peak table (agents/gpus.py)"
-    elif facts["roofline_ms"] is None:
-        facts["roofline_note"] = obs.unavailable.get("roofline_fraction", "not derivable")
+    elif roof_s is None:
+        facts["roofline_note"] = "needs flops, bytes_moved and a peak for this dtype"
     return facts
 
 

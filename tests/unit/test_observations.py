@@ -8,7 +8,7 @@ import pytest
 
 from kskill.agents import gpus
 from kskill.agents.features import Features
-from kskill.agents.observations import ObservationError, Observations, ncu_name_map, vocabulary
+from kskill.agents.observations import ObservationError, Observations, ncu_name_map, roofline_seconds, vocabulary
 
 H100 = gpus.BY_KEY["h100-sxm"]
 
@@ -84,6 +84,17 @@ def test_roofline_fraction_and_headroom_from_runtime():
     assert obs.values["roofline_fraction"] == pytest.approx(roof_s / 0.02e-3)
     assert obs.values["headroom"] == pytest.approx(1 - roof_s / 0.02e-3)
     assert obs.values["speedup"] == pytest.approx(2.5)
+
+
+def test_a_runtime_faster_than_the_roof_leaves_the_fraction_unavailable():
+    """A kernel cannot beat the roofline: a fraction far above 1 means the estimate assumed the wrong
+    unit (cuBLAS/cuDNN on TF32 tensor cores for fp32), so it must not stop a run or feed a rule."""
+    roof_s = roofline_seconds(Observations.merge(features=POINTWISE, problem={"dtype": "float32"}, gpu=H100), H100)
+    assert roof_s == pytest.approx(max(6 * 2**20 / 67e12, 3 * 2**22 / 3350e9))
+    fast = Observations.merge(profile={"runtime_ms": roof_s * 1e3 / 2}, features=POINTWISE,
+                              problem={"dtype": "float32"}, gpu=H100)
+    assert "roofline_fraction" not in fast.values and "headroom" not in fast.values
+    assert "200% of the roof" in fast.unavailable["roofline_fraction"]
 
 
 def test_tensor_core_roof_for_half_precision_contractions():
