@@ -127,8 +127,9 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
 
 
 def start(store: GraphStore, settings: Settings, problem_path: Path, config: LoopConfig,
-          out_dir: Path | None = None, **deps_options: Any) -> RunState:
-    """A new run of `problem_path`; its files go to `out_dir` (default KSKILL_HOME/runs/<run id>)."""
+          out_dir: Path | None = None, began: float | None = None, **deps_options: Any) -> RunState:
+    """A new run of `problem_path`; its files go to `out_dir` (default KSKILL_HOME/runs/<run id>).
+    `began` (time.monotonic()) is when the time limit started counting, if before this call."""
     problem = load_problem(problem_path)
     run_id = new_run_id(problem.name)
     folder = Path(out_dir) if out_dir else settings.home / "runs" / run_id
@@ -137,7 +138,7 @@ def start(store: GraphStore, settings: Settings, problem_path: Path, config: Loo
     deps = build_deps(store, settings, config, **deps_options)  # a misconfigured brain fails before any file
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem_path, folder / "problem.py")  # resume reads it from here
-    state = RunState(run_id, problem, config, folder.resolve())
+    state = RunState(run_id, problem, config, folder.resolve(), started=began or time.monotonic())
     return run_loop(state, deps)
 
 

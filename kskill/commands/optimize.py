@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,6 +100,7 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
 
     PROBLEM is trusted code, like `python PROBLEM`: kskill runs it in its own process to capture
     the model. Candidates run only in the sandbox; see the README for what it isolates."""
+    began = time.monotonic()  # the time limit counts from here: the problem's check is part of the run
     if (problem is None) == (resume_id is None):
         raise click.UsageError("give a PROBLEM file or --resume RUN (not both)")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
@@ -119,7 +122,7 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
             config = (LoopConfig.exhaustive(**settings) if exhaustive
                       else LoopConfig(**settings, width=width, beam=beam, patience=patience))
             runnable_problem(problem, device, config.review_timeout_s)  # a reference that cannot run is an error
-            state = start(store, app.settings, problem, config, out_dir, on_progress=show,
+            state = start(store, app.settings, problem, config, out_dir, began=began, on_progress=show,
                           unsafe_no_sandbox=unsafe_no_sandbox)
     except KeyboardInterrupt as exc:  # a stop signal: the loop marked the run interrupted
         click.echo(resume_hint(getattr(exc, "run_id", "") or show.run_id or resume_id or ""), err=True)

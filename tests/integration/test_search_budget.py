@@ -68,6 +68,15 @@ def test_the_time_limit_stops_a_review_in_flight(store, tmp_path):
     assert wall >= limit - 2, "the review ran until the budget was spent, not until its own 300 s limit"
 
 
+def test_time_spent_before_the_run_counts_against_its_limit(store, tmp_path):
+    """`optimize` starts the clock before it checks the problem: a run begun with its whole limit
+    already spent reviews nothing and says the budget is spent."""
+    config = LoopConfig(**{**FAST, "time_limit_s": 30.0})
+    state = start(store, load_settings(), GEMM, config, tmp_path / "run", began=time.monotonic() - 30.0)
+    assert state.stop_reason.startswith("wall-time budget spent"), state.stop_reason
+    assert all(a.status == "unreviewed" for a in state.attempts.values() if a.n > 0)
+
+
 def test_the_one_by_one_batch_bounds_each_review_by_what_is_left(tmp_path):
     problem = load_problem(GEMM)
     seen: list[float] = []
