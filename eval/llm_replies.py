@@ -156,13 +156,16 @@ def _history(length: int) -> tuple:
 
 
 def _optimize_tasks(optimizer, brain, problems, seeds) -> Iterator[tuple[str, str, Callable[[], Any]]]:
-    from kskill.agents.planner import Plan
+    from kskill.agents.planner import Choice, Plan, VariantChoice
 
     for round_, technique in enumerate(TECHNIQUES):
+        choice = Choice(technique, "memory_bandwidth", rank=1, priority=50, expected_gain=1.5, prior=0.5,
+                        variants=[VariantChoice(None, technique, {}, 50)])
         for name, problem in problems.items():
             plan = Plan(f"survey-{technique}-{name}", "rule", f"memory_bandwidth matched; {technique} ranked first",
-                        technique, "memory_bandwidth", [], [], [], {})
-            task = optimizer.task(problem, seeds[name], plan, _history(round_ + 1), "passed on cpu (not representative)")
+                        technique, "memory_bandwidth", [], [], [], {}, chosen=[choice])
+            task = optimizer.task(problem, seeds[name], plan, choice, choice.variants[0], _history(round_ + 1),
+                                  "passed on cpu (not representative)")
             yield "optimize", name, (lambda t=task: brain.optimize(t))
 
 
