@@ -25,9 +25,8 @@ from pydantic import ValidationError
 from kskill.agents.errors import ProblemError, ReviewError
 from kskill.agents.problem import Candidate, Problem, load_candidate, load_problem
 from kskill.agents.reviewer import nsight, profiling
-from kskill.agents.reviewer.batch import BatchRun, Entry
+from kskill.agents.reviewer.batch import CUDA_PROBE, BatchRun, Entry
 from kskill.agents.reviewer.models import Correctness, Flag, Isolation, Review, ReviewOptions, Timing
-from kskill.agents.reviewer.batch import CUDA_PROBE
 from kskill.agents.reviewer.sandbox import SandboxChoice, SandboxOutcome, require_sandbox
 from kskill.agents.reviewer.static_checks import check_source, claimed_kernels
 
@@ -267,7 +266,8 @@ def build_review(base: Review, data: dict[str, Any], batch: BatchRun, options: R
     elif not (options.ncu and options.profile):
         unavailable.update(nsight.unavailable_all("Nsight Compute was not asked for (ncu or profile turned off)"))
     update: dict[str, Any] = {
-        "isolation": _isolation(batch.sandbox, batch.isolation, options, device), "log": candidate_log(data, workdir, outcome),
+        "isolation": _isolation(batch.sandbox, batch.isolation, options, device),
+        "log": candidate_log(data, workdir, outcome),
         "device": reference.get("device", device), "compiled": bool(data.get("compiled")), "flags": flags,
         "correct": bool(data.get("correct")) and not failure, "observations": observations,
         "unavailable": unavailable,
