@@ -3,6 +3,10 @@
 
 # Tests that `make test-fast` leaves out: the long loop and retrieval runs, the GPU tier and the fuzzing.
 FAST = not slow and not gpu and not reliability
+# Test processes (pytest-xdist), each taking whole files: most tests hold one core, and a file's
+# module fixtures are built once.
+WORKERS ?= 2
+PYTEST = .venv/bin/python -m pytest -q -n $(WORKERS) --dist loadfile
 
 setup:
 	bash scripts/setup.sh --dev
@@ -12,7 +16,7 @@ demo: setup
 	.venv/bin/kskill optimize "$$(.venv/bin/kskill examples gemm_bias_gelu)"
 
 test: setup
-	.venv/bin/python -m pytest -q
+	$(PYTEST)
 
 test-fast: setup
-	.venv/bin/python -m pytest -q -m "$(FAST)"
+	$(PYTEST) -m "$(FAST)"
