@@ -80,7 +80,21 @@ def run_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "cost_usd": round(sum(r.get("cost_usd") or 0 for r in rows), 4),
         "failed": [r["problem"] for r in rows if r.get("status") != "done"],
         "returned_reference": sum(1 for r in rows if r.get("returned_reference")),
+        **review_times(rows),
     }
+
+
+def review_times(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Seconds per candidate in the batches after the seed (median), the slowest seed review, and the
+    largest overrun of optimize's --time-limit (its wall time, problem check included, past the limit)."""
+    per_candidate = sorted(b["seconds"] / b["candidates"] for r in rows for b in r.get("review_batches") or []
+                           if not b.get("seed") and b.get("candidates"))
+    seeds = [b["seconds"] for r in rows for b in r.get("review_batches") or [] if b.get("seed")]
+    overruns = [r["optimize_wall_s"] - r["time_limit_s"] for r in rows
+                if r.get("time_limit_s") and r.get("optimize_wall_s") is not None]
+    return {"median_review_s_per_candidate": statistics.median(per_candidate) if per_candidate else None,
+            "batches_after_seed": len(per_candidate), "max_seed_review_s": max(seeds, default=None),
+            "max_overrun_s": round(max(overruns), 1) if overruns else None}
 
 
 def summarize(rows: list[dict[str, Any]], labels: Iterable[str], compile_modes: tuple[str, ...]) -> dict[str, Any]:

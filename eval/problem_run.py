@@ -194,7 +194,8 @@ def _optimize_fields(summary: dict[str, Any] | None) -> dict[str, Any]:
             "tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0) if usage else None,
             "cost_usd": usage.get("cost_usd"),
             "trajectory": [{"n": t["n"], "speedup": t.get("speedup"), "status": t.get("status")}
-                           for t in s.get("trajectory", [])]}
+                           for t in s.get("trajectory", [])],
+            "review_batches": s.get("review_batches") or []}
 
 
 def _status_fields(optimize_error: str, baseline: dict[str, Any]) -> dict[str, Any]:
@@ -256,7 +257,7 @@ def run_problem(problem: SuiteProblem, settings: EvalSettings, work_dir: Path, g
     roof_ms, roof_facts = roofline_in_subprocess(problem.path, (baseline.get("versions") or {}).get("device_name", "cpu"))
     source = model_new.read_text(encoding="utf-8") if summary is not None and model_new.is_file() else None
     row = compose_row(problem, settings, summary, optimize_error, baseline, source, roof_ms, roof_facts)
-    row.update(optimize_wall_s=round(optimize_s, 1), baseline_wall_s=round(baseline_s, 1),
+    row.update(optimize_wall_s=round(optimize_s, 1), time_limit_s=settings.time_limit_s, baseline_wall_s=round(baseline_s, 1),
                wall_s=round(time.monotonic() - started, 1), roofline_note=roof_facts.get("roofline_note", ""),
                finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), **host_stamp())
     row["model_new"] = source  # kept in the row so a result from another host carries the module itself

@@ -29,7 +29,7 @@ COMPILE_FIELDS = ["{c}_ms", "{c}_vs_eager", "speedup_{c}", "{c}_correct_strict",
 TAIL_FIELDS = [
     "roofline_ms", "roofline_fraction", "eager_roofline_fraction", "flops", "bytes_moved", "dtype", "roofline_note",
     "optimize_speedup", "iterations_to_best", "reviewed", "techniques", "stop_reason", "kskill_error",
-    "optimize_wall_s", "baseline_wall_s", "wall_s", "tokens", "cost_usd", "timings_representative", "l2_flush_bytes",
+    "optimize_wall_s", "time_limit_s", "baseline_wall_s", "wall_s", "tokens", "cost_usd", "timings_representative", "l2_flush_bytes",
     "run_id",
     "gpu", "driver", "torch", "triton", "kskill_version", "git_commit", "host", "engine", "finished_at",
 ]

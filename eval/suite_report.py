@@ -189,7 +189,10 @@ def build_report(meta: dict[str, Any], summary: dict[str, Any], rows: list[dict[
             + ("" if len(rows) >= meta["selected"] else " (continue with `kskill eval ... --resume`)")
             + f"; {run['returned_reference']} returned the reference; wall time {run['wall_s'] / 60:.1f} min in "
             f"all; mean iterations to the best {fmt(run['mean_iterations_to_best'], '.1f')}; "
-            f"LLM tokens {run['tokens']}, cost ${run['cost_usd']:.2f}.")
+            f"LLM tokens {run['tokens']}, cost ${run['cost_usd']:.2f}. Review time per candidate after the seed "
+            f"(median of {run['batches_after_seed']} batches): {fmt(run['median_review_s_per_candidate'], '.1f', ' s')}; "
+            f"slowest seed review {fmt(run['max_seed_review_s'], '.1f', ' s')}; "
+            f"largest overrun of the time limit {fmt(run['max_overrun_s'], '.1f', ' s')}.")
     sections = [Section("Summary", [head]), protocol_card(meta), scores_section(summary), fast_p_section(summary)]
     if modes:
         sections.append(compile_section(summary, modes))

@@ -126,6 +126,7 @@ class RunState:
     diagnosed: set[int] = field(default_factory=set)  # failed attempts the Diagnoser has seen
     plans: int = 0  # plan rounds so far (Decisions are numbered by it)
     review_s: float | None = None  # seconds per candidate in the last batch's review
+    batches: list[dict[str, Any]] = field(default_factory=list)  # each review batch: candidates, seconds, seed
     stale_plans: int = 0  # rounds in a row that gained less than min_gain
     best_at_last_plan: float = 0.0
     usage: Usage = Usage()

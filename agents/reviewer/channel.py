@@ -1,7 +1,8 @@
 """The line between the judge and the runner process: start it, ask one thing at a time, stop it.
 
 Messages are JSON lines over two pipes handed to the runner when it starts, not its stdin or
-stdout, which candidate code may print to (those go to the runner's log). Each request has a
+stdout, which candidate code may print to (those go to the runner's log). A third line, a Unix
+socket, carries the file descriptors of outputs shared on the GPU (transfer.py). Each request has a
 deadline; while it waits, the judge watches the runner: exited (a crash, os._exit), over its
 memory limit (resident size: on a GPU RLIMIT_AS cannot be used, CUDA maps a huge address
 space), or past the deadline (a hang, in Python or in a kernel). Each ends in RunnerDied, whose
@@ -17,6 +18,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -59,14 +61,17 @@ class RunnerProcess:
     def __init__(self, log_path: Path, device: str, memory_limit_mb: int, watch_memory: bool) -> None:
         to_runner, self._commands = os.pipe()
         self._replies, from_runner = os.pipe()
+        self.fd_socket, fds_from_runner = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log_path = log_path
         self.memory_limit_mb, self.watch_memory = memory_limit_mb, watch_memory
+        passed = (to_runner, from_runner, fds_from_runner.fileno())
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", RUNNER_MODULE, str(to_runner), str(from_runner), device],
-                pass_fds=(to_runner, from_runner), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                [sys.executable, "-m", RUNNER_MODULE, *map(str, passed), device],
+                pass_fds=passed, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         os.close(to_runner)
         os.close(from_runner)
+        fds_from_runner.close()
         self._buffer = b""
 
     def request(self, message: dict[str, Any], timeout_s: float, doing: str, limit_s: float | None = None
@@ -137,14 +142,16 @@ class RunnerProcess:
                 os.close(fd)
             except OSError:
                 pass
+        self.fd_socket.close()
 
 
 class JudgeLink:
     """The runner's end: commands in, replies out."""
 
-    def __init__(self, command_fd: int, reply_fd: int) -> None:
+    def __init__(self, command_fd: int, reply_fd: int, fd_socket: int) -> None:
         self.commands = os.fdopen(command_fd, "rb")
         self.reply_fd = reply_fd
+        self.fd_socket = socket.socket(fileno=fd_socket)
 
     def receive(self) -> dict[str, Any] | None:
         line = self.commands.readline()

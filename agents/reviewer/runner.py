@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import statistics
 import sys
 import time
@@ -32,7 +33,7 @@ from typing import Any
 
 import torch
 
-from kskill.agents.reviewer import channel, correctness, profiling, timing, transfer
+from kskill.agents.reviewer import channel, correctness, cuda_share, profiling, timing, transfer
 from kskill.agents.reviewer import dynamic_checks as dyn
 from kskill.agents.reviewer.correctness import changed_leaves, clone_tree, fingerprint, seeded_inputs, seeded_model
 from kskill.agents.reviewer.protocol import NCU_SEED, PROFILE_SEED, TIMING_SEED
@@ -93,7 +94,7 @@ class Loaded:
 
 
 class Runner:
-    def __init__(self, setup: dict[str, Any]) -> None:
+    def __init__(self, setup: dict[str, Any], fd_socket: socket.socket | None = None) -> None:
         self.phase = "setup"
         self.cuda = setup["device"] == "cuda"
         self.device = torch.device(setup["device"])
@@ -109,7 +110,8 @@ class Runner:
         self.specs = [(shape, transfer.DTYPES[dtype]) for shape, dtype in facts.get("output_specs", [])]
         self.problem_settings = dyn.BackendSettings()
         self.candidates: dict[int, Loaded] = {}
-        self.sender = transfer.OutputSender(Path(setup.get("transfer_dir", ".")), setup.get("transfer", "file"))
+        self.sender = transfer.OutputSender(Path(setup.get("transfer_dir", ".")), setup.get("transfer", "file"),
+                                            fd_socket)
         self.launches = dyn.KernelLaunches()
         self.timing_inputs: list[Any] | None = None
         self.compile_reference, self.compiled = bool(setup.get("compile_reference")), None
@@ -119,7 +121,7 @@ class Runner:
     @staticmethod
     def snapshot() -> dyn.Integrity:
         return dyn.Integrity(
-            harness=[sys.modules[__name__], channel, correctness, dyn, profiling, timing, transfer],
+            harness=[sys.modules[__name__], channel, correctness, cuda_share, dyn, profiling, timing, transfer],
             watched=[builtins, torch, torch.Tensor, getattr(torch._C, "TensorBase", torch.Tensor.__base__),
                      torch.nn.functional, torch.cuda, torch.cuda.Event, torch.profiler, time, statistics, json, os,
                      *dyn.triton_kernel_classes()])
@@ -144,12 +146,12 @@ class Runner:
     def setup_reply(self) -> dict[str, Any]:
         """What the judge checks before any candidate: the same inputs, and a transfer that works."""
         reply: dict[str, Any] = {"input_fingerprint": fingerprint(self.inputs(self.seed)), "transfer": self.sender.mode}
-        if self.sender.mode == "cuda_ipc":
+        if self.sender.mode == "cuda_fd":
             try:
                 reply["probe"] = self.sender.send(torch.arange(4, dtype=torch.float32, device=self.device))
-            except RuntimeError as exc:  # no shared memory for CUDA's IPC reference counts, for one
+            except (RuntimeError, OSError) as exc:  # a driver without exportable allocations, for one
                 self.sender.mode = reply["transfer"] = "file"
-                reply["transfer_note"] = f"CUDA IPC unavailable ({exc}); outputs go through files"
+                reply["transfer_note"] = f"shared GPU memory unavailable ({exc}); outputs go through files"
         return reply
 
     # helpers ---------------------------------------------------------------------------------
@@ -335,12 +337,13 @@ def refill(targets: list[Any], values: list[Any]) -> list[Any]:
     return targets
 
 
-def handle(runner: Runner | None, message: dict[str, Any]) -> tuple[Runner | None, dict[str, Any], bool]:
+def handle(runner: Runner | None, message: dict[str, Any], fd_socket: socket.socket | None = None
+           ) -> tuple[Runner | None, dict[str, Any], bool]:
     """(runner, reply, contaminated) for one command; candidate failures are replies, not crashes."""
     op = message.get("op")
     try:
         if op == "setup":
-            runner = Runner(message)
+            runner = Runner(message, fd_socket)
             return runner, runner.setup_reply(), False
         if runner is None or op not in ("load", "run", "finish", "time", "profile"):
             return runner, {"error": {"class": "other", "message": f"unexpected command {op!r}", "phase": "setup"}}, False
@@ -363,7 +366,7 @@ def serve(link: channel.JudgeLink) -> int:
     runner = None
     with torch.no_grad():
         while (message := link.receive()) is not None and message.get("op") != "exit":
-            runner, reply, contaminated = handle(runner, message)
+            runner, reply, contaminated = handle(runner, message, link.fd_socket)
             link.reply(reply)
             if contaminated:
                 return CONTAMINATED
@@ -415,8 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[1] == "--ncu":
         return ncu_target(Path(argv[2]))
     die_with_the_judge()
-    warm_up(argv[3] if len(argv) > 3 else "cpu")
-    return serve(channel.JudgeLink(int(argv[1]), int(argv[2])))
+    warm_up(argv[4])
+    return serve(channel.JudgeLink(int(argv[1]), int(argv[2]), int(argv[3])))
 
 
 if __name__ == "__main__":

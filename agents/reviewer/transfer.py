@@ -1,17 +1,19 @@
 """Candidate outputs from the runner to the judge, so that the judge never runs candidate code.
 
 The runner copies each output into memory the judge can open, and sends a descriptor:
-- "cuda_ipc": the copy stays on the GPU and the judge maps it (cudaIpcOpenMemHandle, through
-  torch's own storage sharing, UntypedStorage._share_cuda_ and _new_shared_cuda). No bytes move,
-  which is what keeps a 6 GB softmax output cheap to check.
+- "cuda_fd": the copy stays on the GPU, in an allocation of its own (cuda_share.py) whose file
+  descriptor goes to the judge over a Unix socket; the judge maps it. No bytes move, which is
+  what keeps a 6 GB softmax output cheap to check. (Legacy CUDA IPC handles, which torch's
+  storage sharing uses, fail inside the sandbox's PID namespace.)
 - "file": the copy is written to a file in the transfer directory; the judge reads it into its
   own memory. It never maps such a file: one truncated under a mapping would crash the judge.
 Only the runner's memory is ever shared, never the judge's: a kernel that reads past its buffer
 finds nothing of the judge's, and the reference's outputs stay out of the candidate's reach.
 
 The judge trusts no descriptor: dtypes come from a fixed table, file names must be plain names
-in the transfer directory, and data is read only for outputs whose shape matches the
-reference's (any other shape fails the comparison on its shape alone).
+in the transfer directory, a shared allocation must be as large as its output, and data is read
+only for outputs whose shape matches the reference's (any other shape fails the comparison on its
+shape alone).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from __future__ import annotations
 import math
 import os
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from kskill.agents.reviewer import cuda_share
 from kskill.agents.reviewer.correctness import flatten_outputs
 
 DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -31,6 +35,7 @@ DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
     *(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)))}
 FILE_NAME = re.compile(r"out-\d+\.bin")
+MAX_FDS_PER_MESSAGE = 4
 
 
 class TransferError(Exception):
@@ -47,25 +52,20 @@ class Unsendable:
         return f"<{self.type_name} object>"
 
 
-def _encode(value: Any) -> Any:
-    return {"hex": value.hex()} if isinstance(value, bytes) else value
-
-
-def _decode(value: Any) -> Any:
-    return bytes.fromhex(value["hex"]) if isinstance(value, dict) else value
-
-
 class OutputSender:
-    """The runner's side. Keeps the copies it shared until the next send (the judge is done by then)."""
+    """The runner's side. Keeps the copies it shared until the next send (the judge is done by then).
+    `fd_socket` carries the shared allocations' file descriptors ("cuda_fd" mode)."""
 
-    def __init__(self, directory: Path, mode: str) -> None:
-        self.directory, self.mode = directory, mode
-        self.held: list[torch.Tensor] = []
+    def __init__(self, directory: Path, mode: str, fd_socket: socket.socket | None = None) -> None:
+        self.directory, self.mode, self.fd_socket = directory, mode, fd_socket
+        self.held: list[cuda_share.SharedBlock] = []
         self.count = 0
 
     def send(self, value: Any) -> list[dict[str, Any]]:
         self.release()
-        return [self._describe(leaf) for leaf in flatten_outputs(value)]
+        descriptors = [self._describe(leaf) for leaf in flatten_outputs(value)]
+        self._hand_over(descriptors)
+        return descriptors
 
     def release(self) -> None:
         self.held.clear()
@@ -78,17 +78,29 @@ class OutputSender:
         meta = {"dtype": str(leaf.dtype).removeprefix("torch."), "shape": list(leaf.shape)}
         if leaf.numel() == 0:
             return {"kind": "empty", **meta}
-        if self.mode == "cuda_ipc" and leaf.is_cuda:
-            copy = torch.empty(leaf.shape, dtype=leaf.dtype, device=leaf.device)  # plain, dense, its own storage
-            copy.copy_(leaf.detach())
-            args = copy.untyped_storage()._share_cuda_()
-            self.held.append(copy)
-            return {"kind": "cuda_ipc", **meta, "args": [_encode(a) for a in args]}
         self.count += 1
+        if self.mode == "cuda_fd" and leaf.is_cuda:
+            block = cuda_share.allocate(leaf.numel() * leaf.element_size(), leaf.device)
+            block.tensor(leaf.dtype, list(leaf.shape)).copy_(leaf.detach())
+            self.held.append(block)
+            return {"kind": "cuda_fd", **meta, "seq": self.count}
         name = f"out-{self.count}.bin"
         storage = torch.UntypedStorage.from_file(str(self.directory / name), True, leaf.numel() * leaf.element_size())
         torch.empty(0, dtype=leaf.dtype).set_(storage, 0, leaf.shape).copy_(leaf.detach())
         return {"kind": "file", **meta, "name": name}
+
+    def _hand_over(self, descriptors: list[dict[str, Any]]) -> None:
+        """Each shared copy's file descriptor, tagged with its output's number, once the copies are done."""
+        shared = [d["seq"] for d in descriptors if d["kind"] == "cuda_fd"]
+        if not shared:
+            return
+        torch.cuda.synchronize()
+        for seq, block in zip(shared, self.held[-len(shared):]):
+            fd = block.export_fd()
+            try:
+                socket.send_fds(self.fd_socket, [str(seq).encode()], [fd])
+            finally:
+                os.close(fd)
 
 
 class OutputReceiver:
@@ -97,12 +109,14 @@ class OutputReceiver:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def receive(self, descriptors: Any, expected: list[Any]) -> list[Any]:
+    def receive(self, descriptors: Any, expected: list[Any], fd_socket: socket.socket | None = None) -> list[Any]:
+        """`fd_socket`: where the runner's shared allocations arrive ("cuda_fd" descriptors)."""
         if not isinstance(descriptors, list):
             raise TransferError("the runner sent no list of outputs")
-        return [self._open(d, expected[i] if i < len(expected) else None) for i, d in enumerate(descriptors)]
+        return [self._open(d, expected[i] if i < len(expected) else None, fd_socket)
+                for i, d in enumerate(descriptors)]
 
-    def _open(self, d: Any, want: Any) -> Any:
+    def _open(self, d: Any, want: Any, fd_socket: socket.socket | None) -> Any:
         if not isinstance(d, dict):
             raise TransferError(f"an output descriptor is {type(d).__name__}, not a mapping")
         kind = d.get("kind")
@@ -119,21 +133,22 @@ class OutputReceiver:
             return torch.empty(shape, dtype=dtype, device="meta")  # fails on its shape; no data needed
         if kind == "empty":
             return torch.empty(shape, dtype=dtype, device=want.device)
-        if kind == "cuda_ipc":
-            return self._open_ipc(d.get("args"), dtype, shape)
+        if kind == "cuda_fd":
+            return self._map_shared(fd_socket, d.get("seq"), dtype, shape, want.device)
         if kind == "file":
             return self._read_file(str(d.get("name")), dtype, shape).to(want.device)
         raise TransferError(f"unknown output kind {kind!r}")
 
-    def _open_ipc(self, args: Any, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
+    def _map_shared(self, fd_socket: socket.socket | None, seq: Any, dtype: torch.dtype, shape: list[int],
+                    device: torch.device) -> torch.Tensor:
+        if fd_socket is None or not isinstance(seq, int):
+            raise TransferError("a shared CUDA output came without its allocation")
+        fd = _take_fd(fd_socket, seq)
+        nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
         try:
-            storage = torch.UntypedStorage._new_shared_cuda(*[_decode(a) for a in args])
-        except (TypeError, ValueError, RuntimeError) as exc:
-            raise TransferError(f"cannot open the shared CUDA output: {exc}") from exc
-        needed = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
-        if needed > storage.nbytes():
-            raise TransferError(f"the shared CUDA output holds {storage.nbytes()} bytes, {needed} are needed")
-        return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, 0, shape)
+            return cuda_share.import_fd(fd, nbytes, device).tensor(dtype, shape)
+        except cuda_share.CudaShareError as exc:
+            raise TransferError(f"cannot map the shared CUDA output: {exc}") from exc
 
     def _read_file(self, name: str, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
         if not FILE_NAME.fullmatch(name):
@@ -155,3 +170,24 @@ class OutputReceiver:
         if got < nbytes:
             raise TransferError(f"output file {name} holds {got} bytes, {nbytes} are needed")
         return torch.frombuffer(buffer, dtype=dtype).view(shape)
+
+
+def _take_fd(fd_socket: socket.socket, seq: int) -> int:
+    """The file descriptor sent for output `seq`. Those of earlier outputs, never opened (a wrong
+    shape) are closed on the way; the runner sends every descriptor before its reply, so nothing
+    here waits."""
+    fd_socket.setblocking(False)
+    while True:
+        try:
+            tag, fds, _, _ = socket.recv_fds(fd_socket, 32, MAX_FDS_PER_MESSAGE)
+        except (BlockingIOError, OSError):
+            raise TransferError(f"the runner sent no allocation for output {seq}") from None
+        number = int(tag) if tag.isdigit() else -1
+        keep = fds[0] if number == seq and len(fds) == 1 else None
+        for fd in fds:
+            if fd != keep:
+                os.close(fd)
+        if keep is not None:
+            return keep
+        if number > seq or not tag:
+            raise TransferError(f"the runner sent allocation {tag[:20]!r} where output {seq} was expected")

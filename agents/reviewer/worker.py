@@ -102,7 +102,7 @@ class Judge:
         self.runner: RunnerProcess | None = None
         self.generation = 0
         self.loaded: set[int] = set()
-        self.transfer = "cuda_ipc" if self.cuda else "file"
+        self.transfer = "cuda_fd" if self.cuda else "file"
         self.time_separately = job.get("time_separately", False)
         self.judge_reference_ms: float | None = None
         self.marks: dict[int, tuple[str, int]] = {}
@@ -173,21 +173,24 @@ class Judge:
                                       "inputs must come from torch's (or Python's) seeded generators")
         if reply.get("transfer_note"):
             self.records.write("note", message=reply["transfer_note"])
-        if reply.get("transfer") == "cuda_ipc" and not self.probe_works(reply.get("probe")):
+        failed = self.probe_fails(runner, reply.get("probe")) if reply.get("transfer") == "cuda_fd" else None
+        if failed:
             runner.close()
             self.transfer = "file"
-            self.records.write("note", message="the judge could not open the runner's shared CUDA memory; "
+            self.records.write("note", message=f"the judge could not map the runner's shared GPU memory ({failed}); "
                                                "outputs go through files")
             return self.start_runner()
         self.transfer = reply.get("transfer", self.transfer)
         return runner
 
-    def probe_works(self, descriptors: Any) -> bool:
+    def probe_fails(self, runner: RunnerProcess, descriptors: Any) -> str | None:
+        """Why the runner's probe output did not arrive intact (None: it did)."""
+        want = torch.arange(4, dtype=torch.float32, device=self.device)
         try:
-            got = self.receiver.receive(descriptors, [torch.arange(4, dtype=torch.float32, device=self.device)])
-            return bool(torch.equal(got[0], torch.arange(4, dtype=torch.float32, device=self.device)))
-        except (TransferError, RuntimeError):
-            return False
+            got = self.receiver.receive(descriptors, [want], runner.fd_socket)
+            return None if torch.equal(got[0], want) else "the probe arrived with other values"
+        except (TransferError, RuntimeError) as exc:
+            return str(exc)[:300]
 
     def drop_runner(self) -> None:
         if self.runner is not None:
@@ -273,7 +276,7 @@ class Judge:
             result["message"] = "the candidate's process ran on other inputs than the judge drew"
             return Ran(result, None, expected_print, reply)
         try:
-            got = self.receiver.receive(reply.get("outputs"), flatten_outputs(expected))
+            got = self.receiver.receive(reply.get("outputs"), flatten_outputs(expected), self.runner.fd_socket)
         except TransferError as exc:
             result["message"] = f"the outputs could not be read: {exc}"
             return Ran(result, None, expected_print, reply)

@@ -3,6 +3,9 @@
 Run on a CUDA machine with `pytest -m gpu tests/gpu/test_reviewer_gpu.py`.
 """
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,7 +131,42 @@ def test_the_timing_is_cross_checked_by_the_profiler_and_the_judge():
     assert abs(t.reference.median_ms - t.judge_reference_ms) / t.judge_reference_ms < 0.2
 
 
-def test_outputs_reach_the_judge_through_cuda_ipc():
+def test_outputs_reach_the_judge_through_shared_gpu_memory():
     result = review(RELU, TRITON_RELU, options(ncu=False, timing=False, profile=False))
     assert result.passed
     assert not any("outputs go through files" in note for note in result.profile["notes"])
+    assert result.isolation.namespaces  # and this inside the sandbox, whose PID namespace breaks legacy CUDA IPC
+
+
+def test_a_shared_block_maps_in_another_process_and_is_freed_with_its_last_view(tmp_path):
+    from kskill.agents.reviewer import cuda_share
+    block = cuda_share.allocate(3 * 2**20 + 5, torch.device("cuda"))
+    assert block.size % (2 * 2**20) == 0 and block.size >= 3 * 2**20 + 5
+    data = block.tensor(torch.float32, [1000, 7])
+    data.copy_(torch.arange(7000.0, device="cuda").view(1000, 7))
+    torch.cuda.synchronize()
+    fd = block.export_fd()
+    child = subprocess.run(
+        [sys.executable, "-c", IMPORT_IN_CHILD], pass_fds=(fd,), env={**os.environ, "FD": str(fd)},
+        capture_output=True, text=True, timeout=120, cwd=tmp_path)  # not a checkout's kskill/ folder
+    os.close(fd)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.split() == ["24496500.0", "too-small-refused"]
+    finalizer = block._finalizer
+    del block
+    assert finalizer.alive  # the view still holds it
+    del data
+    assert not finalizer.alive
+
+
+IMPORT_IN_CHILD = """
+import os, torch
+from kskill.agents.reviewer import cuda_share
+fd = int(os.environ["FD"])
+got = cuda_share.import_fd(os.dup(fd), 7000 * 4, torch.device("cuda")).tensor(torch.float32, [1000, 7])
+print(float(got.sum()))
+try:
+    cuda_share.import_fd(fd, 64 * 2**20, torch.device("cuda"))  # more than the allocation holds
+except cuda_share.CudaShareError:
+    print("too-small-refused")
+"""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kskill.eval.metrics import geomean, summarize
+from kskill.eval.metrics import geomean, review_times, summarize
 
 
 def row(problem: str, level: int, speedup: float | None, strict: bool, compatible: bool, compile_vs_eager: float | None,
@@ -65,3 +65,18 @@ def test_a_failed_problem_counts_in_fast_p_denominators_only():
     assert strict["eager"]["fast_0"] == pytest.approx(3 / 5) and strict["eager"]["fast_2"] == pytest.approx(1 / 5)
     assert strict["geomean_speedup_eager"] == pytest.approx((4.0 * 1.0 * 1.6) ** (1 / 3)), "means skip it"
     assert summarize(ROWS + [failed], ["strict"], ())["overall"]["run"]["failed"] == ["l1/x"]
+
+
+def test_review_times_leave_the_seed_out_of_the_median_and_report_the_worst_overrun():
+    rows = [{"review_batches": [{"candidates": 1, "seconds": 20.0, "seed": True},
+                                {"candidates": 4, "seconds": 8.0, "seed": False}],
+             "optimize_wall_s": 70.0, "time_limit_s": 60.0},
+            {"review_batches": [{"candidates": 1, "seconds": 31.0, "seed": True},
+                                {"candidates": 2, "seconds": 12.0, "seed": False},
+                                {"candidates": 3, "seconds": 3.0, "seed": False}],
+             "optimize_wall_s": 50.0, "time_limit_s": 60.0},
+            {"review_batches": [], "optimize_wall_s": 90.0}]  # no limit: no overrun
+    got = review_times(rows)
+    assert got == {"median_review_s_per_candidate": 2.0, "batches_after_seed": 3, "max_seed_review_s": 31.0,
+                   "max_overrun_s": 10.0}
+    assert review_times([])["median_review_s_per_candidate"] is None

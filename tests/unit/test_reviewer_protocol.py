@@ -3,15 +3,17 @@ the judge's reading of the runner's timings, and what the sandboxed modules impo
 
 import json
 import os
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from kskill.agents.reviewer.protocol import RecordReader, RecordWriter
 from kskill.agents.reviewer.timing import timing_problems
-from kskill.agents.reviewer.transfer import OutputReceiver, OutputSender, TransferError, Unsendable
+from kskill.agents.reviewer.transfer import OutputReceiver, OutputSender, TransferError, Unsendable, _take_fd
 
 
 def test_records_are_read_as_they_come_and_forged_ones_are_dropped(tmp_path):
@@ -68,6 +70,32 @@ def test_the_judge_refuses_descriptors_it_cannot_trust(tmp_path):
     (tmp_path / "out-3.bin").write_bytes(b"\0" * 4)  # shorter than two floats
     with pytest.raises(TransferError, match="holds 4 bytes"):
         receiver.receive([{"kind": "file", "dtype": "float32", "shape": [2], "name": "out-3.bin"}], want)
+
+
+def test_shared_allocations_are_matched_to_their_outputs_and_strays_are_closed():
+    judge_end, runner_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    inodes, open_before = [], len(os.listdir("/proc/self/fd"))
+    for tag in (b"1", b"2", b"3"):
+        r, w = os.pipe()
+        os.close(w)
+        socket.send_fds(runner_end, [tag], [r])
+        inodes.append(os.fstat(r).st_ino)
+        os.close(r)
+    got = _take_fd(judge_end, 2)  # output 1 was never opened (a wrong shape): its descriptor is closed
+    assert os.fstat(got).st_ino == inodes[1]
+    assert len(os.listdir("/proc/self/fd")) == open_before + 1
+    os.close(got)
+    with pytest.raises(TransferError, match="allocation b'3' where output 2"):
+        _take_fd(judge_end, 2)  # the runner skipped one: refused, not waited for
+    with pytest.raises(TransferError, match="no allocation for output 4"):
+        _take_fd(judge_end, 4)
+    runner_end.close()
+    with pytest.raises(TransferError):
+        _take_fd(judge_end, 5)
+    receiver = OutputReceiver(Path("."))
+    with pytest.raises(TransferError, match="without its allocation"):
+        receiver.receive([{"kind": "cuda_fd", "dtype": "float32", "shape": [2], "seq": 1}], [torch.zeros(2)])
+    judge_end.close()
 
 
 def stats(median: float) -> dict:
