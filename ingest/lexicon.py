@@ -70,12 +70,13 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "loop_unrolling": (r"loop unrolling", r"unroll\w*"),
     "reduce_block_size": (r"smaller (?:blocks|block size|tiles)", r"reduc\w+ (?:the )?block[_ ]size"),
     "increase_occupancy": (r"(?:increase|raise|higher|improve|maximi[sz]e)\w* (?:the )?occupancy",
-                           r"sufficient number of resident warps", r"more (?:resident |active )?warps"),
-    "persistent_kernel": (r"persistent (?:kernel|cta|thread ?block|scheduling)", r"persistent\b"),
+                           r"sufficient number of resident warps", r"more (?:resident |active )?warps",
+                           r"(?:multiple|many) (?:resident |active )?warps (?:on|per) (?:the |an? |each )?(?:sm|multiprocessor)"),
+    "persistent_kernel": (r"persistent (?:kernels?|ctas?|thread ?blocks?|scheduling|gemms?|style|grid|tile scheduler)",),
     "software_pipelining": (r"software pipelin\w+", r"double[- ]buffer\w*", r"multi[- ]stage pipelin\w+", r"num_stages",
                             r"overlap(?:s|ping)? (?:\w+ ){0,3}(?:memory|loads?|copies|copy|tma|data transfers?) (?:with|and) (?:\w+ )?(?:compute|computation|math|gemm)",
                             r"pipelin(?:e|ed|ing)\b", r"prefetch\w*", r"pipeline stag\w+",
-                            r"(?:\d+|two|three|four|multiple)[- ]stages?\b"),
+                            r"(?:[2-9]|two|three|four|multiple)[- ]stages?\b"),
     "bank_conflict_padding": (r"pad(?:ding)? (?:the )?(?:shared|smem|columns)", r"swizzl\w+"),
     "cache_modifiers": (r"cache (?:modifiers?|hints?)", r"eviction (?:policy|hints?)", r"evict_(?:first|last)",
                         r"cache_modifier", r"\.cg\b", r"streaming stores?"),
@@ -88,7 +89,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "hoist_invariant_loads": (r"hoist\w*", r"loop[- ]invariant loads?"),
     "sm_count_grid": (r"grid sized to the (?:sm|multiprocessor) count", r"one (?:cta|block|program) per sm"),
     "warp_specialization": (r"warp[- ]speciali[sz]\w+", r"producer[- ]consumer", r"specialized warpgroups?",
-                            r"\(producer\)"),
+                            r"\(producer\)",
+                            r"[\"“]?producers?[\"”]? (?:and|&|/) [\"“]?consumers?\b"),
     "fast_math_intrinsics": (r"intrinsic functions?", r"fast[- ]math", r"__expf|__fdividef|__sinf", r"intrinsics"),
     "thread_coarsening": (r"thread coarsening", r"elements (?:each|per) thread (?:processes|handles)",
                           r"each thread (?:handles|processes) multiple", r"coarsen\w*", r"more work per thread"),
@@ -168,8 +170,8 @@ class Lexicon:
 
 
 def _phrase(name: str) -> str:
-    """A node name as a pattern: words in order, hyphens and spaces interchangeable; short names dropped."""
+    """A node name as a pattern: words in order, joined by hyphens, spaces or nothing; short names dropped."""
     words = re.findall(r"[a-z0-9]+", name.lower())
     if not words or sum(len(w) for w in words) < 6:
         return ""
-    return r"[\s-]+".join(re.escape(w) for w in words)
+    return r"[\s_-]*".join(re.escape(w) for w in words)  # "FlashAttention" is "flash attention"

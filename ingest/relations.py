@@ -35,6 +35,9 @@ CAUSE = re.compile(r"\b(?:caus\w+|leads? to|results? in|increas\w+|introduc\w+|a
 # "Don't store the attention matrix": an imperative that avoids something is a remedy, not a negation.
 AVOIDING = re.compile(r"\b(?:don[’']?t|do not|never|avoid|without) (?:\w+ )?(?:stor\w+|materiali[sz]\w+|writ\w+|"
                       r"re-?read\w*|launch\w*|spill\w*|sync\w*|allocat\w+|copy\w*|round[- ]trip\w*)\b", re.I)
+# What a technique costs ("trades memory for compute", "Risks: ..."): a sentence saying only this is no remedy.
+COST = re.compile(r"\b(?:at the cost of|at the expense of|trades?\b|trade-?offs?|drawbacks?|downsides?|risks?|"
+                  r"penalt\w+|caveats?)\b", re.I)
 NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|doesn't|don't|won't|neither|nor|without)\b", re.I)
 DEFINITION = re.compile(r"\b(?:is called|is known as|refers? to|occurs? when|happens? when|means|is when|is a "
                         r"(?:technique|method|way|feature)|this is|which is|are serialized|serializ\w+|stall\w*|"
@@ -105,6 +108,11 @@ class SentenceView:
     previous: list[Mention]  # nodes the previous sentence of the passage named
     about: PassageLinks  # what the passage is about by meaning
     heading_text: str  # the heading path, outermost first
+
+    @property
+    def heading(self) -> str:
+        """The innermost heading: an "Overview" above a detailed section does not make it a preface."""
+        return self.heading_text.rsplit(" > ", 1)[-1]
 
     def of_kind(self, kind: str) -> list[Mention]:
         return [m for m in self.named if m.kind == kind]
@@ -183,26 +191,31 @@ class ClaimRules:
                     claims.append(self._claim(EntityRef("Bottleneck", b.id), "SUPPORTS", None, score, view, "cause"))
         return claims
 
-    def _side(self, view: SentenceView, kind: str) -> tuple[list[Mention], bool]:
+    def _side(self, view: SentenceView, kind: str) -> tuple[list[Mention], str]:
         """The nodes of `kind` the claim is about: named in the sentence, else the heading's, else the
-        previous sentence's (one each), else the passage's by meaning; True when borrowed."""
+        previous sentence's (one each), else the passage's by meaning; where they were borrowed from
+        ("heading", "previous", "meaning"), or "" when the sentence names them."""
         named = view.of_kind(kind)
         if named:
-            return named, False
+            return named, ""
         heading = view.from_heading(kind)
         if heading is not None:
-            return [heading], True
+            return [heading], "heading"
         previous = [m for m in view.previous if m.kind == kind]
         if len(previous) == 1:
-            return previous, True
+            return previous, "previous"
         top = view.about.top(self.linker.kind_of, kind)
-        return ([Mention(top, kind, 0, 0, False)], True) if top else ([], False)
+        return ([Mention(top, kind, 0, 0, False)], "meaning") if top else ([], "")
 
-    def _remedy_score(self, view: SentenceView, b: Mention, t: Mention, inherited: bool) -> tuple[float, str]:
+    def _remedy_score(self, view: SentenceView, b: Mention, t: Mention, inherited: str) -> tuple[float, str]:
         text = view.text
         if b.end and t.end and t.start < b.start and CAUSE.search(text[t.end:b.start]) and not PURPOSE.search(text):
             return 0.6 + (0.1 if b.exact else 0.0), "cause"  # "pipelining ... higher register pressure"
-        score = 0.3 if inherited else 0.4
+        # A heading that names one side makes it the section's topic ("Memory access as a bottleneck"):
+        # as good as naming it; the previous sentence's node or the passage's by meaning is a guess.
+        score = 0.3 if inherited in ("previous", "meaning") else 0.4
+        if inherited == "meaning" and min(view.about.ranks(b.id), view.about.ranks(t.id)) > 0:
+            score -= 0.1  # borrowed by meaning, and not even the passage's first topic
         score += 0.2 if PURPOSE.search(text) or AVOIDING.search(text) else 0.0
         score += 0.15 if t.end and (REMEDY.search(view.heading_text) or PURPOSE.search(view.heading_text)) else 0.0
         remedy = REMEDY.search(text)
@@ -212,6 +225,8 @@ class ClaimRules:
         score += 0.1 if APPLY.search(text) and inherited else 0.0
         score += 0.05 if (b.exact or t.exact) else 0.0
         score += 0.05 if view.about.meaning.get(b.id, 0) or view.about.meaning.get(t.id, 0) else 0.0
+        if (COST.search(text) or COST.search(view.heading)) and not (PURPOSE.search(text) or remedy):
+            score -= 0.2
         if NEGATION.search(text) and not AVOIDING.search(text):
             score -= 0.25  # "does not avoid", "without fusion": often the opposite claim
         if len(view.of_kind("Bottleneck")) * len(view.of_kind("Technique")) > 2:
@@ -235,14 +250,15 @@ class ClaimRules:
                 continue
             top = view.about.ranks(node_id) < 2
             shares = self.linker.shares_concepts(view.text, node_id)
-            if m.end and not (cue or SPEEDUP_FIGURE.search(view.text)):
-                continue  # named in passing ("this chapter covers X and Y"): no evidence
             if m.end:  # named in the sentence
-                score = 0.45 + (0.05 if m.exact else 0.0) + (0.1 if cue else 0.0) + (0.1 if top else 0.0)
+                # Without a cue word the sentence must be about the node in other ways (named first, the
+                # passage's topic by meaning): "this chapter covers X and Y" names X in passing.
+                said = cue or SPEEDUP_FIGURE.search(view.text)
+                score = 0.45 + (0.05 if m.exact else 0.0) + (0.1 if said else -0.05) + (0.1 if top else 0.0)
                 score += 0.05 if FIGURE.search(view.text) else 0.0
                 score += 0.05 if m.start < 0.4 * len(view.text) else 0.0  # named early: what the sentence is about
                 score -= 0.1 if len(view.named) >= 3 else 0.0  # a list names things in passing
-                score -= 0.15 if PREFACE.search(view.heading_text) else 0.0
+                score -= 0.15 if PREFACE.search(view.heading) else 0.0
             elif (cue or FIGURE.search(view.text)) and (top or shares):  # named by the heading: it must say something
                 score = 0.3 + (0.1 if top else 0.0) + (0.1 if shares else 0.0) + (0.1 if DEFINITION.search(view.text) else 0.0)
             else:
