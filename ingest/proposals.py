@@ -36,7 +36,8 @@ TECHNIQUE_HEADS = re.compile(
     r"\b(?:schedul\w*|packing|pack|fusion|pipelin\w*|tiling|launch\w*|prefetch\w*|quantiz\w*|transpos\w*|"
     r"swizzl\w*|caching|overlap\w*|speciali[sz]ation|reallocation|rotation|decomposition|rasteri[sz]ation|"
     r"splitting|crossover|unrolling|vectori[sz]ation|coalescing|masking|predication|padding|"
-    r"shuffle|recomputation|(?:low|reduced|mixed|half|lower)[- ]precision|broadcast\w*)\b", re.I)
+    r"shuffle|recomputation|(?:low|reduced|mixed|half|lower)[- ]precision|broadcast\w*|reorder\w*|interleav\w*|"
+    r"batching|multicast\w*|split-\w+)\b", re.I)
 BOTTLENECK_HEADS = re.compile(r"(?:\b(?:bound|bottleneck|stalls?|contention|overhead|conflicts?|imbalance|pressure|"
                               r"spills?|thrashing|divergence|underutili[sz]ation)\b|-bound\b)", re.I)
 # A name the text gives explicitly: quoted ("we call this method \"crossover\"") or capitalized
