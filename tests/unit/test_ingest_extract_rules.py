@@ -54,6 +54,35 @@ def test_heading_context_gives_the_missing_side(extractor, tmp_path):
     assert ("loop_unrolling", "GAIN", "2") in found
 
 
+def test_a_heading_naming_the_bottleneck_makes_it_the_sections_topic(extractor, tmp_path):
+    text = "# Memory access as a bottleneck\n\nIt is obviously faster if we can combine kernels into one.\n"
+    assert ("memory_bandwidth", "ADDRESSED_BY", "kernel_fusion") in triples(extractor, tmp_path, text)
+
+
+def test_a_sentence_about_a_cost_is_no_remedy(extractor, tmp_path):
+    text = "# Reduce memory traffic\n\nRisks: recomputation trades memory for compute.\n"
+    assert not any(t[1] == "ADDRESSED_BY" for t in triples(extractor, tmp_path, text))
+
+
+def test_a_sentence_led_by_a_node_supports_it_without_cue_words(extractor, tmp_path):
+    # Named first, by its own name, with a figure: without a model to say what the passage is about.
+    text = "A persistent kernel keeps 2 stages of tiles in flight while it loops over the work tiles.\n"
+    assert ("persistent_kernel", "SUPPORTS", "") in triples(extractor, tmp_path, text)
+    text = "The kernel keeps 2 stages of tiles in flight while a persistent kernel loops over the work tiles.\n"
+    assert ("persistent_kernel", "SUPPORTS", "") not in triples(extractor, tmp_path, text)
+
+
+def test_an_overview_above_a_section_does_not_make_it_a_preface(extractor, tmp_path):
+    text = ("# Overview\n\n## Tunable parameters\n\n"
+            "To achieve the optimal load and store performance, 128bit per load is suggested.\n")
+    assert ("vectorized_access", "SUPPORTS", "") in triples(extractor, tmp_path, text)
+
+
+def test_camel_case_spells_the_nodes_own_name(extractor):
+    found = extractor.linker.mentions("FlashAttention computes exact attention in tiles that stay on chip.")
+    assert [(m.id, m.exact) for m in found] == [("flash_attention", True)]
+
+
 def test_precondition_cue_gives_a_condition_from_the_vocabulary(extractor, tmp_path):
     found = triples(extractor, tmp_path, "Recomputation is only beneficial when the kernel is memory-bound.\n")
     assert ("recompute_instead_of_store", "REQUIRES", "memory_bound is_true") in found
