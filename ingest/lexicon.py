@@ -67,7 +67,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
                         r"(?:sweep|search)\w* (?:over )?(?:the )?(?:feasible |candidate |possible )?(?:configs?|configurations|tile sizes|block sizes)",
                         r"tuning (?:space|configs?|configurations)"),
     "vectorized_access": (r"vectori[sz]ed (?:loads?|stores?|access|reads?|memory)", r"float4", r"128-bit (?:loads|access)",
-                          r"vector (?:loads|stores|width)", r"vectori[sz]ation", r"wide\s+(?:__ldg\s+)?loads?",
+                          r"vector (?:loads|stores|width)", r"vectori[sz]ation", r"wide\s+(?:[\w.]+\s+)?loads?",
                           r"128[- ]?bits? (?:per )?(?:load|access|width)"),
     "shared_memory_tiling": (r"shared[- ]memory tiling", r"stage (?:data )?(?:from device memory )?into shared memory",
                              r"tiles? (?:in|into) shared memory", r"tiling (?:with|in|through) shared memory",
