@@ -35,6 +35,9 @@ CAUSE = re.compile(r"\b(?:caus\w+|leads? to|results? in|increas\w+|introduc\w+|a
 # "Don't store the attention matrix": an imperative that avoids something is a remedy, not a negation.
 AVOIDING = re.compile(r"\b(?:don[’']?t|do not|never|avoid|without) (?:\w+ )?(?:stor\w+|materiali[sz]\w+|writ\w+|"
                       r"re-?read\w*|launch\w*|spill\w*|sync\w*|allocat\w+|copy\w*|round[- ]trip\w*)\b", re.I)
+# A heading that gathers remedies: "Memory-bound optimizations", "How to avoid bank conflicts".
+CATALOG = re.compile(r"\b(?:optimi[sz]ations?|techniques|strategies|remedies|fixes|solutions|mitigations?|"
+                     r"how to (?:fix|avoid|reduce|hide|overcome|remove|eliminate)|what to do)\b", re.I)
 # What a technique costs ("trades memory for compute", "Risks: ..."): a sentence saying only this is no remedy.
 COST = re.compile(r"\b(?:at the cost of|at the expense of|trades?\b|trade-?offs?|drawbacks?|downsides?|risks?|"
                   r"penalt\w+|caveats?)\b", re.I)
@@ -178,7 +181,11 @@ class ClaimRules:
     def _remedies(self, view: SentenceView) -> list[Claim]:
         bottlenecks, b_inherited = self._side(view, "Bottleneck")
         techniques, t_inherited = self._side(view, "Technique")
-        if not bottlenecks or not techniques or (b_inherited and t_inherited):
+        if not bottlenecks or not techniques:
+            return []
+        if b_inherited == t_inherited == "heading":
+            return self._catalog(view, bottlenecks[0], techniques[0])
+        if b_inherited and t_inherited:
             return []
         claims = []
         for b in bottlenecks:
@@ -190,6 +197,23 @@ class ClaimRules:
                 elif kind == "cause" and score >= EDGE_BAR:
                     claims.append(self._claim(EntityRef("Bottleneck", b.id), "SUPPORTS", None, score, view, "cause"))
         return claims
+
+    def _catalog(self, view: SentenceView, b: Mention, t: Mention) -> list[Claim]:
+        """A section on a technique inside a section of remedies for a bottleneck ("2. Memory-bound
+        optimizations > 2.1 Coalescing"): a sentence there that advises or states a benefit says the
+        technique addresses the bottleneck."""
+        titles = view.heading_text.split(" > ")[::-1]  # innermost first, as view.headings
+        b_level = next(i for i, named in enumerate(view.headings) if any(m.id == b.id for m in named))
+        t_level = next(i for i, named in enumerate(view.headings) if any(m.id == t.id for m in named))
+        if not (t_level < b_level < len(titles) and CATALOG.search(titles[b_level])):
+            return []
+        text = view.text
+        if not (REMEDY.search(text) or ADVICE.search(text) or APPLY.search(text)) or COST.search(titles[0]):
+            return []
+        if NEGATION.search(text) and not AVOIDING.search(text):
+            return []
+        return [self._claim(EntityRef("Bottleneck", b.id), "ADDRESSED_BY", EntityRef("Technique", t.id), 0.6, view,
+                            "remedy")]
 
     def _side(self, view: SentenceView, kind: str) -> tuple[list[Mention], str]:
         """The nodes of `kind` the claim is about: named in the sentence, else the heading's, else the

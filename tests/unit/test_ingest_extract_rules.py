@@ -59,6 +59,15 @@ def test_a_heading_naming_the_bottleneck_makes_it_the_sections_topic(extractor, 
     assert ("memory_bandwidth", "ADDRESSED_BY", "kernel_fusion") in triples(extractor, tmp_path, text)
 
 
+def test_a_technique_section_inside_a_bottlenecks_remedies_is_a_remedy(extractor, tmp_path):
+    text = ("# Memory-bound optimizations\n\n## Vectorized loads\n\n"
+            "Ensure that each thread issues few wide instructions instead of many small ones.\n\n"
+            "# Memory-bound kernels\n\n## Loop unrolling\n\nEnsure that the loop bounds are constant.\n")
+    found = triples(extractor, tmp_path, text)
+    assert ("memory_bandwidth", "ADDRESSED_BY", "vectorized_access") in found
+    assert ("memory_bandwidth", "ADDRESSED_BY", "loop_unrolling") not in found  # no heading of remedies
+
+
 def test_a_sentence_about_a_cost_is_no_remedy(extractor, tmp_path):
     text = "# Reduce memory traffic\n\nRisks: recomputation trades memory for compute.\n"
     assert not any(t[1] == "ADDRESSED_BY" for t in triples(extractor, tmp_path, text))
