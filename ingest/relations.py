@@ -28,6 +28,8 @@ REMEDY = re.compile(
 PURPOSE = re.compile(r"\b(?:to (?:avoid|reduce|hide|prevent|eliminate|mitigate|minimi[sz]e|fix|remove|cut|address)|"
                      r"in order to|so that|can be (?:avoided|reduced|hidden|eliminated|mitigated|fixed|removed) "
                      r"(?:by|with|using|through))\b", re.I)
+# "When to apply: ..." under a technique's heading: what follows is what the technique is for.
+WHEN_TO_APPLY = re.compile(r"\b(?:when to (?:apply|use)|(?:use|apply) (?:it|this|them) when)\b", re.I)
 APPLY = re.compile(r"\b(?:use[sd]?|using|apply|applie[sd]|enabl\w+|employ\w*|adopt\w*|consider|try|prefer\w*|"
                    r"recommend\w*|should|leverag\w+|introduc\w+|implement\w*)\b", re.I)
 CAUSE = re.compile(r"\b(?:caus\w+|leads? to|results? in|increas\w+|introduc\w+|adds?|at the cost of|higher|more|"
@@ -191,6 +193,8 @@ class ClaimRules:
         for b in bottlenecks:
             for t in techniques:
                 score, kind = self._remedy_score(view, b, t, b_inherited or t_inherited)
+                if WHEN_TO_APPLY.search(view.text) and t_inherited in ("", "heading") and kind == "remedy":
+                    score = min(score + 0.2, 0.95)
                 if kind == "remedy" and score >= EDGE_BAR:
                     claims.append(self._claim(EntityRef("Bottleneck", b.id), "ADDRESSED_BY", EntityRef("Technique", t.id),
                                               score, view, "remedy", gain=_gain(view.text)))
