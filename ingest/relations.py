@@ -51,7 +51,8 @@ DEFINITION = re.compile(r"\b(?:is called|is known as|refers? to|occurs? when|hap
 ADVICE = re.compile(r"\b(?:suggest\w*|recommend\w*|should|must|best|optimal|prefer\w*|ensure|important)\b", re.I)
 # Sentences that point elsewhere or template text: never evidence.
 POINTER = re.compile(r"^(?:how to\b|see\b|you can see|check out|there are (?:a few|several|many)|for more|refer|"
-                     r"please refer|click|read more|more examples)|\{[^}]*/[^}]*\}|\?\s*\)?\s*$", re.I)
+                     r"please refer|click|read more|more examples|\(?(?:graphic|figure|fig\.|image|picture|diagram|"
+                     r"source|credit)s?\b)|\{[^}]*/[^}]*\}|\?\s*\)?\s*$", re.I)
 # Words that tie a sentence to timing itself, needed when only meaning links it to a protocol step.
 TIMING = re.compile(r"\b(?:tim(?:e|es|ed|ing|er)|clocks?|caches?|l2|iterations?|warm\w*|cold|flush\w*|repetitions?|"
                     r"median|varian\w+|variation|trials?|samples?)\b", re.I)
@@ -282,6 +283,8 @@ class ClaimRules:
                 # Without a cue word the sentence must be about the node in other ways (named first, the
                 # passage's topic by meaning): "this chapter covers X and Y" names X in passing.
                 said = cue or SPEEDUP_FIGURE.search(view.text)
+                if not said and view.text.count("|") >= 2:
+                    continue  # a table row without a claim word: cells, not a statement
                 score = 0.45 + (0.05 if m.exact else 0.0) + (0.1 if said else -0.05) + (0.1 if top else 0.0)
                 score += 0.05 if FIGURE.search(view.text) else 0.0
                 score += 0.05 if m.start < 0.4 * len(view.text) else 0.0  # named early: what the sentence is about
