@@ -23,7 +23,7 @@ from .relations import ClaimRules, SentenceView
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "rules-2"
+VERSION = "rules-3"
 
 
 @dataclass(frozen=True)
