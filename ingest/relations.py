@@ -28,6 +28,8 @@ REMEDY = re.compile(
 PURPOSE = re.compile(r"\b(?:to (?:avoid|reduce|hide|prevent|eliminate|mitigate|minimi[sz]e|fix|remove|cut|address)|"
                      r"in order to|so that|can be (?:avoided|reduced|hidden|eliminated|mitigated|fixed|removed) "
                      r"(?:by|with|using|through))\b", re.I)
+# A sentence that opens by telling the reader to apply something: "(use __launch_bounds__ to ...".
+IMPERATIVE = re.compile(r"^[\W\d]*(?:use|apply|enable|prefer|try|consider|add)\b", re.I)
 # "When to apply: ..." under a technique's heading: what follows is what the technique is for.
 WHEN_TO_APPLY = re.compile(r"\b(?:when to (?:apply|use)|(?:use|apply) (?:it|this|them) when)\b", re.I)
 APPLY = re.compile(r"\b(?:use[sd]?|using|apply|applie[sd]|enabl\w+|employ\w*|adopt\w*|consider|try|prefer\w*|"
@@ -252,6 +254,8 @@ class ClaimRules:
         if remedy and b.end and t.end and min(b.start, t.start) <= remedy.start() <= max(b.start, t.start):
             score += 0.05
         score += 0.1 if APPLY.search(text) and inherited else 0.0
+        imperative = IMPERATIVE.match(text)
+        score += 0.15 if imperative and t.end and t.start < imperative.end() + 40 and not inherited else 0.0
         score += 0.05 if (b.exact or t.exact) else 0.0
         score += 0.05 if view.about.meaning.get(b.id, 0) or view.about.meaning.get(t.id, 0) else 0.0
         if (COST.search(text) or COST.search(view.heading)) and not (PURPOSE.search(text) or remedy):

@@ -68,6 +68,11 @@ def test_a_technique_section_inside_a_bottlenecks_remedies_is_a_remedy(extractor
     assert ("memory_bandwidth", "ADDRESSED_BY", "loop_unrolling") not in found  # no heading of remedies
 
 
+def test_an_imperative_to_apply_a_technique_names_its_remedy(extractor, tmp_path):
+    text = "Use __launch_bounds__ to tell the compiler the block size, since register spills make things slow.\n"
+    assert ("register_pressure", "ADDRESSED_BY", "launch_bounds") in triples(extractor, tmp_path, text)
+
+
 def test_a_sentence_about_a_cost_is_no_remedy(extractor, tmp_path):
     text = "# Reduce memory traffic\n\nRisks: recomputation trades memory for compute.\n"
     assert not any(t[1] == "ADDRESSED_BY" for t in triples(extractor, tmp_path, text))
