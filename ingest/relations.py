@@ -24,7 +24,8 @@ REMEDY = re.compile(
     r"alleviat\w+|overcom\w+|cut\w*|lower\w*|address\w*|tackl\w+|mask\w*|amortiz\w+|overlap\w*|improv\w+|"
     r"boost\w*|increas\w+ (?:the )?(?:throughput|bandwidth|utili[sz]ation|occupancy|parallelism|reuse)|"
     r"(?:conflict|divergence|spill)[- ]free|speeds? up|faster|better|helps?|key|critical|essential|"
-    r"mitigate|instead|solution|to the rescue)\b", re.I)
+    r"mitigate|instead|solution|to the rescue|outperform\w*|"
+    r"effective (?:strategy|way|technique|method|approach|optimi[sz]ation))\b", re.I)
 PURPOSE = re.compile(r"\b(?:to (?:avoid|reduce|hide|prevent|eliminate|mitigate|minimi[sz]e|fix|remove|cut|address)|"
                      r"in order to|so that|can be (?:avoided|reduced|hidden|eliminated|mitigated|fixed|removed) "
                      r"(?:by|with|using|through))\b", re.I)
