@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kskill import faults
+from kskill import faults, problem_check
+from kskill.agents.errors import ProblemError
 from kskill.agents.brains.base import Brain, BrainError, BrainUnavailable, BudgetExhausted, Draft, NoUsableCode
 from kskill.agents.diagnoser import Diagnoser, Diagnosis, normalise
 from kskill.agents.generator import Generator, reference_candidate
@@ -304,6 +305,9 @@ class Finish(Node):
         for a in state.pending():  # the budget ran out before their review: say so in the graph
             a.status, a.failure = "unreviewed", f"not reviewed: the run stopped first ({self.reason})"
             _write(ctx, a)
+        if not state.batches and state.reviewed == 0 and state.time_left() > 0:
+            # No review built the reference, which is about to be returned: check that it runs.
+            problem_check.runnable_problem(state.problem, state.config.device, state.config.review_timeout_s)
         _confirm(ctx)
         state.learned = _learn(ctx)
         faults.reach("finish")
@@ -334,6 +338,10 @@ def run_loop(state: RunState, deps: Deps, start: Node | None = None) -> RunState
     except KeyboardInterrupt as exc:  # a stop signal (kskill.interrupts): the run can be resumed
         _write_run(ctx, "interrupted")
         raise RunInterrupted(as_interrupted(exc).signum, state.run_id) from exc
+    except ProblemError as exc:  # the reference itself cannot run: found by the first review, which builds it
+        state.stop_reason = f"the problem cannot run: {exc}"
+        _write_run(ctx, "failed")
+        raise
     except BaseException:
         _write_run(ctx, "interrupted")
         raise

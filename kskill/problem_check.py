@@ -1,4 +1,5 @@
-"""Whether a problem can be worked on at all, asked before `plan` or `optimize` spends time on it.
+"""Whether a problem can be worked on at all: asked before `plan` spends time on it, and by
+`optimize` at the end of a run whose reviews never built the reference (the first review does).
 
 A problem that does not parse or lacks Model, get_inputs or get_init_inputs is refused when it is
 read; one whose Model does not run on its own inputs (wrong arity, wrong types, a crash) is found
@@ -19,12 +20,13 @@ log = logging.getLogger(__name__)
 CANNOT_RUN = {"compile", "runtime", "timeout", "memory"}
 
 
-def runnable_problem(path: Path, device: str = "auto", timeout_s: float = 300.0) -> Problem:
-    """The problem at `path`, once its reference ran on its own inputs; ProblemError otherwise."""
+def runnable_problem(path: Path | Problem, device: str = "auto", timeout_s: float = 300.0) -> Problem:
+    """The problem at `path` (or the problem itself), once its reference ran on its own inputs;
+    ProblemError otherwise."""
     from kskill.agents.generator import reference_candidate
     from kskill.agents.reviewer import ReviewOptions, review
 
-    problem = load_problem(path)
+    problem = path if isinstance(path, Problem) else load_problem(path)
     # The problem is trusted code (the user's own model): it runs without a sandbox where none works.
     options = ReviewOptions(trials=1, timing=False, profile=False, ncu=False, static_checks=False,
                             device=device, timeout_s=timeout_s, unsandboxed_ok=True)

@@ -26,8 +26,20 @@ from kskill.agents.reviewer.sandbox import (
     MAX_FILE_BYTES, SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed)
 
 WORKER_MODULE = "kskill.agents.reviewer.worker"
-# Network isolation on a GPU is used only if CUDA still initialises inside the namespace.
-CUDA_PROBE = (sys.executable, "-c", "import torch; torch.cuda.init()")
+# A sandbox is used on a GPU only if CUDA still initialises inside it. The driver is asked directly
+# (milliseconds; importing torch for it took seconds of every run's first review, twice: the review
+# worker's sandbox and Nsight Compute's are probed apart); torch answers where libcuda cannot be loaded.
+CUDA_PROBE = (sys.executable, "-c", """
+import ctypes, sys
+try:
+    driver = ctypes.CDLL("libcuda.so.1")
+except OSError:
+    import torch
+    torch.cuda.init()
+    sys.exit(0)
+count = ctypes.c_int(0)
+sys.exit(0 if driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0 else 1)
+""")
 POLL_S = 0.1
 
 

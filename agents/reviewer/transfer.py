@@ -130,6 +130,8 @@ class OutputReceiver:
         if dtype is None or not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
             raise TransferError(f"malformed output descriptor {str(d)[:200]}")
         if not isinstance(want, torch.Tensor) or list(want.shape) != shape:
+            if kind == "cuda_fd":
+                self.discard([d], fd_socket)
             return torch.empty(shape, dtype=dtype, device="meta")  # fails on its shape; no data needed
         if kind == "empty":
             return torch.empty(shape, dtype=dtype, device=want.device)
@@ -138,6 +140,16 @@ class OutputReceiver:
         if kind == "file":
             return self._read_file(str(d.get("name")), dtype, shape).to(want.device)
         raise TransferError(f"unknown output kind {kind!r}")
+
+    def discard(self, descriptors: Any, fd_socket: socket.socket | None) -> None:
+        """Close the allocations sent for outputs that will not be read: each one left in the socket
+        would keep its GPU memory alive."""
+        for d in descriptors if isinstance(descriptors, list) and fd_socket is not None else []:
+            if isinstance(d, dict) and d.get("kind") == "cuda_fd" and isinstance(d.get("seq"), int):
+                try:
+                    os.close(_take_fd(fd_socket, d["seq"]))
+                except TransferError:
+                    pass
 
     def _map_shared(self, fd_socket: socket.socket | None, seq: Any, dtype: torch.dtype, shape: list[int],
                     device: torch.device) -> torch.Tensor:

@@ -273,6 +273,7 @@ class Judge:
         if "error" in reply or reply.get("contaminated"):
             return Ran(result, None, expected_print, reply, error=True)
         if not same_fingerprint(reply.get("input_fingerprint"), input_print):
+            self.receiver.discard(reply.get("outputs"), self.runner.fd_socket)
             result["message"] = "the candidate's process ran on other inputs than the judge drew"
             return Ran(result, None, expected_print, reply)
         try:

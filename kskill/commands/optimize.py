@@ -100,12 +100,11 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
 
     PROBLEM is trusted code, like `python PROBLEM`: kskill runs it in its own process to capture
     the model. Candidates run only in the sandbox; see the README for what it isolates."""
-    began = time.monotonic()  # the time limit counts from here: the problem's check is part of the run
+    began = time.monotonic()  # the time limit counts from here
     if (problem is None) == (resume_id is None):
         raise click.UsageError("give a PROBLEM file or --resume RUN (not both)")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise click.BadParameter(f"{out_dir} exists and is not a directory", param_hint="--out")
-    from kskill.problem_check import runnable_problem
     from kskill.session import resume, start  # the loop imports torch
 
     store = app.store()
@@ -121,7 +120,8 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
                 confirm=confirm, **({"iterations": iterations} if iterations else {}))
             config = (LoopConfig.exhaustive(**settings) if exhaustive
                       else LoopConfig(**settings, width=width, beam=beam, patience=patience))
-            runnable_problem(problem, device, config.review_timeout_s)  # a reference that cannot run is an error
+            # A reference that cannot run is an error: the first review builds it in the judge and raises
+            # ProblemError, and a run that reviews nothing checks it before it returns it.
             state = start(store, app.settings, problem, config, out_dir, began=began, on_progress=show,
                           unsafe_no_sandbox=unsafe_no_sandbox)
     except KeyboardInterrupt as exc:  # a stop signal: the loop marked the run interrupted

@@ -163,7 +163,7 @@ IMPORT_IN_CHILD = """
 import os, torch
 from kskill.agents.reviewer import cuda_share
 fd = int(os.environ["FD"])
-got = cuda_share.import_fd(os.dup(fd), 7000 * 4, torch.device("cuda")).tensor(torch.float32, [1000, 7])
+got = cuda_share.import_fd(os.dup(fd), 3 * 2**20 + 5, torch.device("cuda")).tensor(torch.float32, [1000, 7])
 print(float(got.sum()))
 try:
     cuda_share.import_fd(fd, 64 * 2**20, torch.device("cuda"))  # more than the allocation holds

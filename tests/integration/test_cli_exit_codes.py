@@ -4,6 +4,8 @@ on the session's private KSKILL_HOME with a real embedded store. (ingest and gra
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -149,11 +151,19 @@ def test_plan_refuses_bad_inputs_beside_the_problem(kskill, files):
 
 def test_a_reference_that_cannot_run_is_an_error(kskill, files):
     """The problem parses and names everything, but its Model does not take what get_inputs gives:
-    found by running the reference once in the Reviewer's sandbox, before any planning."""
-    for command in ("plan", "optimize"):
-        code, _, err = kskill(command, str(files["arity"]), *(["--device", "cpu"] if command == "optimize" else []))
-        assert code == 1, err
-        one_line_error(err, "arity", "missing 1 required positional argument")
+    `plan` runs the reference once in the Reviewer's sandbox before planning; `optimize` finds it
+    in its first review (which builds the reference), or, having reviewed nothing, before it would
+    return the reference. Either way the error is the last line, and the run is marked failed."""
+    code, _, err = kskill("plan", str(files["arity"]))
+    assert code == 1, err
+    one_line_error(err, "arity", "missing 1 required positional argument")
+    code, out, err = kskill("optimize", str(files["arity"]), "--device", "cpu", "--json")
+    assert code == 1 and out == "", err
+    last = err.rstrip().splitlines()[-1]
+    assert last.startswith("error: ") and "arity" in last and "missing 1 required positional argument" in last, err
+    assert "Traceback" not in err
+    code, out, _ = kskill("runs", "list", "--json")
+    assert code == 0 and [r["status"] for r in json.loads(out) if r["problem"] == "arity"] == ["failed"], out
 
 
 def test_review_of_a_missing_candidate(kskill):
@@ -177,7 +187,6 @@ def test_a_defect_is_one_line_and_its_traceback_needs_v(kskill, monkeypatch):
 
 
 def test_interrupted_optimize_prints_the_resume_command(kskill, monkeypatch):
-    import kskill.problem_check as problem_check
     import kskill.session as session
     from kskill.loop import Progress
 
@@ -185,7 +194,6 @@ def test_interrupted_optimize_prints_the_resume_command(kskill, monkeypatch):
         on_progress(Progress(0, config.iterations, "review attempt 1 (seed)", 1.0, 0, "run-softmax-rows-1", None))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(problem_check, "runnable_problem", lambda *args: None)
     monkeypatch.setattr(session, "start", interrupted)
     code, _, err = kskill("optimize", EXAMPLE)
     assert code == 130

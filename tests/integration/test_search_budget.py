@@ -117,3 +117,19 @@ def test_run_settings_refuse_non_finite_numbers():
         with pytest.raises(ValidationError, match="finite"):
             LoopConfig(**{field: float("nan")})
     assert LoopConfig(time_limit_s=100).overrun_s == 15.0 and LoopConfig(time_limit_s=600).overrun_s == 60.0
+
+
+def test_a_reference_the_first_review_cannot_build_fails_the_run(store, tmp_path):
+    """`optimize` checks the problem in its first review (the judge builds the reference there),
+    not in a review of its own before the run: the error ends the run, marked failed."""
+    from kskill.agents.errors import ProblemError
+    from kskill.trajectory import Trajectory
+
+    def reference_breaks(problem, source):
+        raise ProblemError(f"problem {problem.name} failed while reference: TypeError: boom")
+
+    config = LoopConfig(**{**FAST, "time_limit_s": 60.0})
+    with pytest.raises(ProblemError, match="boom"):
+        start(store, load_settings(), GEMM, config, tmp_path / "run", review_fn=reference_breaks)
+    runs = [r for r in Trajectory(store).runs() if r.get("problem") == load_problem(GEMM).name]
+    assert [r["status"] for r in runs] == ["failed"], runs

@@ -65,14 +65,14 @@ def test_path_like_run_ids_are_refused(kskill, run_id):
 
 @pytest.fixture
 def no_run(monkeypatch):
-    """Stop `optimize` right after its options were accepted, before the problem is run."""
-    import kskill.problem_check as problem_check
+    """Stop `optimize` right after its options were accepted, before the run starts."""
+    import kskill.session as session
     from kskill.agents.errors import ProblemError
 
-    def stop(*args):
+    def stop(*args, **kwargs):
         raise ProblemError("stopped before the run")
 
-    monkeypatch.setattr(problem_check, "runnable_problem", stop)
+    monkeypatch.setattr(session, "start", stop)
 
 
 @FUZZ

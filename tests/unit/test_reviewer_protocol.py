@@ -89,6 +89,17 @@ def test_shared_allocations_are_matched_to_their_outputs_and_strays_are_closed()
         _take_fd(judge_end, 2)  # the runner skipped one: refused, not waited for
     with pytest.raises(TransferError, match="no allocation for output 4"):
         _take_fd(judge_end, 4)
+    r, w = os.pipe()
+    socket.send_fds(runner_end, [b"7"], [r])
+    os.close(r)
+    os.close(w)
+    open_before = len(os.listdir("/proc/self/fd"))
+    wrong = OutputReceiver(Path(".")).receive([{"kind": "cuda_fd", "dtype": "float32", "shape": [3], "seq": 7}],
+                                              [torch.zeros(2)], judge_end)
+    assert wrong[0].is_meta  # never mapped, and its allocation is not left in the socket
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    with pytest.raises(TransferError, match="no allocation for output 7"):
+        _take_fd(judge_end, 7)
     runner_end.close()
     with pytest.raises(TransferError):
         _take_fd(judge_end, 5)
