@@ -29,8 +29,11 @@ WORKER_MODULE = "kskill.agents.reviewer.worker"
 # A sandbox is used on a GPU only if CUDA still initialises inside it. The driver is asked directly
 # (milliseconds; importing torch for it took seconds of every run's first review, twice: the review
 # worker's sandbox and Nsight Compute's are probed apart); torch answers where libcuda cannot be loaded.
+# Torch must be importable in there too: it is found, not imported.
 CUDA_PROBE = (sys.executable, "-c", """
-import ctypes, sys
+import ctypes, importlib.util, sys
+if importlib.util.find_spec("torch") is None:
+    sys.exit(2)
 try:
     driver = ctypes.CDLL("libcuda.so.1")
 except OSError:
