@@ -119,9 +119,17 @@ class EmbeddedServer:
         try:
             self._wait_until_ready(aof.total_size(self.data_dir), log_offset)
         except StoreUnavailable:
-            if IN_EXEC_ASSERTION not in read_from(self.log_path, log_offset):
+            said = read_from(self.log_path, log_offset)
+            if IN_EXEC_ASSERTION in said:
+                self._recover_unsafe_log()
+            elif self._vanished_while_loading(said):
+                # Killed from outside, or gone without a word mid-replay (seen under load): the files
+                # are untouched, so one more start is safe; a replay that fails for a reason fails again.
+                self.notify("warning: the graph server stopped while loading its files, without saying why; "
+                            "starting it once more")
+                self._start_quietly()
+            else:
                 raise
-            self._recover_unsafe_log()
         self._check_contents()
 
     # -- single operations ---------------------------------------------------------------
@@ -256,13 +264,25 @@ class EmbeddedServer:
             "it holds the graph"
         )
 
+    def _vanished_while_loading(self, said: str) -> bool:
+        """The server this start spawned is gone before it answered, and its log since then names no
+        error and no crash."""
+        if alive(read_pid(self.pid_path)) or CRASH_REPORT in said:
+            return False
+        return not any(" # " in line and "WARNING Memory overcommit" not in line for line in said.splitlines())
+
     def _recover_unsafe_log(self) -> None:
         """Open a log written before kskill recorded effects: its MULTI blocks of query text abort
         the server if any client speaks during their replay. Start once more, say nothing to the
         server until its log says it is ready, then fold the log into a snapshot."""
         self.notify("the store's log holds transactions that older kskill versions wrote; replaying them "
                     "quietly once, then rewriting the log")
-        # The aborted server is gone (it was watched dying): what it left is ours to remove.
+        self._start_quietly()
+        self.compact()
+
+    def _start_quietly(self) -> None:
+        """Start once more and say nothing to the server until its log says it is ready."""
+        # The server before is gone (it was watched dying): what it left is ours to remove.
         self.socket_path.unlink(missing_ok=True)
         self.pid_path.unlink(missing_ok=True)
         offset = file_size(self.log_path)
@@ -274,7 +294,6 @@ class EmbeddedServer:
             if self._died(pid, offset) or time.monotonic() > deadline:
                 raise self._start_failure(offset)
             time.sleep(0.1)
-        self.compact()
 
     # -- housekeeping and stop -----------------------------------------------------------
 

@@ -22,6 +22,7 @@ from redis.retry import Retry
 from kskill.graph_schema import aof, datadir, queries
 from kskill.graph_schema.embedded import EmbeddedServer, EmbeddedStore
 from kskill.graph_schema.errors import GraphError, StoreUnavailable
+from kskill.graph_schema.processes import read_pid
 from kskill.graph_schema.store import open_store
 
 
@@ -92,6 +93,39 @@ def test_server_killed_then_recovered_without_loss(tmp_path: Path):
     assert len(_ids(store)) == 200, "the store restarts the server and every acknowledged write is back"
     assert store.server.status()["pid"] != pid
     store.close()
+
+
+def test_a_server_killed_while_it_loads_is_started_once_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A server that vanishes mid-replay with nothing in its log (killed from outside, here on purpose)
+    is started once more, quietly, and the data is all there."""
+    store = open_store("embedded", tmp_path)
+    _add(store, [f"n{i}" for i in range(50)])
+    store.close()
+    server = EmbeddedServer(tmp_path / "graph")
+    real_wait, kills = server._wait_until_ready, []
+
+    def killed_while_loading(aof_bytes: int, log_offset: int | None = None) -> None:
+        for _ in range(500):  # the daemon writes its pid file as it starts
+            pid = read_pid(server.pid_path)
+            if pid:
+                break
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        kills.append(pid)
+        real_wait(aof_bytes, log_offset)
+
+    monkeypatch.setattr(server, "_wait_until_ready", killed_while_loading)
+    notes: list[str] = []
+    server.notify = notes.append
+    server.attach()
+    try:
+        assert len(kills) == 1 and any("starting it once more" in n for n in notes), notes
+        again = EmbeddedStore(tmp_path / "graph")
+        assert len(_ids(again)) == 50
+        again.close()
+    finally:
+        server.detach()
+        server.shutdown()
 
 
 def test_stale_socket_and_pid_file_are_cleared(tmp_path: Path):
