@@ -229,7 +229,9 @@ class ReviewBatch(Node):
             for i, review in enumerate(reviews):
                 on_result(i, review)
         if taken:
-            state.batches.append({"candidates": len(taken), "seconds": time.monotonic() - began,
+            seconds = time.monotonic() - began
+            state.review_s = seconds / len(taken)
+            state.batches.append({"candidates": len(taken), "seconds": round(seconds, 2),
                                   "seed": any(a.kind == "seed" for a in pending)})
         return Diagnose()
 
