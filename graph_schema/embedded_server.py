@@ -32,7 +32,7 @@ from . import aof, datadir
 from .errors import GraphError, StoreUnavailable
 from .processes import (
     alive, file_size, is_server_of, lock_fd, log_reason, read_from, read_pid, socket_accepts, try_lock_fd,
-    wait_exit,
+    wait_exit, warning_lines,
 )
 from .server_config import network_isolation, server_args, server_env
 from .store import Compaction
@@ -269,7 +269,7 @@ class EmbeddedServer:
         error and no crash."""
         if alive(read_pid(self.pid_path)) or CRASH_REPORT in said:
             return False
-        return not any(" # " in line and "WARNING Memory overcommit" not in line for line in said.splitlines())
+        return not warning_lines(said)
 
     def _recover_unsafe_log(self) -> None:
         """Open a log written before kskill recorded effects: its MULTI blocks of query text abort

@@ -98,13 +98,20 @@ def read_from(path: Path, offset: int) -> str:
         return ""
 
 
+def warning_lines(text: str) -> list[str]:
+    """Redis's warning lines (" # "), less the memory-overcommit notice every start prints."""
+    return [line for line in text.splitlines() if " # " in line and "WARNING Memory overcommit" not in line]
+
+
 def log_reason(path: Path, offset: int) -> str:
     """The line of the log (since `offset`) that best says why the server stopped: an assertion,
     else the last warning, else the last line."""
     lines = [line.strip() for line in read_from(path, max(offset, file_size(path) - 256_000)).splitlines()
              if line.strip()]
-    for marker in ("==>", " # "):
-        found = [line for line in lines if marker in line and "WARNING Memory overcommit" not in line]
-        if found:
-            return found[0 if marker == "==>" else -1]
+    assertions = [line for line in lines if "==>" in line]
+    if assertions:
+        return assertions[0]
+    warnings = warning_lines("\n".join(lines))
+    if warnings:
+        return warnings[-1]
     return lines[-1] if lines else "its log is empty"

@@ -229,9 +229,7 @@ class ReviewBatch(Node):
             for i, review in enumerate(reviews):
                 on_result(i, review)
         if taken:
-            seconds = time.monotonic() - began
-            state.review_s = seconds / len(taken)
-            state.batches.append({"candidates": len(taken), "seconds": round(seconds, 2),
+            state.batches.append({"candidates": len(taken), "seconds": time.monotonic() - began,
                                   "seed": any(a.kind == "seed" for a in pending)})
         return Diagnose()
 

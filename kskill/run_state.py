@@ -125,7 +125,6 @@ class RunState:
     declined: dict[int, dict[str, str]] = field(default_factory=dict)  # parent -> technique/variant -> why not
     diagnosed: set[int] = field(default_factory=set)  # failed attempts the Diagnoser has seen
     plans: int = 0  # plan rounds so far (Decisions are numbered by it)
-    review_s: float | None = None  # seconds per candidate in the last batch's review
     batches: list[dict[str, Any]] = field(default_factory=list)  # each review batch: candidates, seconds, seed
     stale_plans: int = 0  # rounds in a row that gained less than min_gain
     best_at_last_plan: float = 0.0
@@ -206,6 +205,11 @@ class RunState:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    @property
+    def review_s(self) -> float | None:
+        """Seconds per candidate in the last batch's review (None before the first batch)."""
+        return self.batches[-1]["seconds"] / self.batches[-1]["candidates"] if self.batches else None
 
     def time_left(self) -> float:
         """Seconds of the time limit left to reviews and brain calls."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import weakref
 from typing import Any
@@ -87,9 +88,13 @@ def _device_location(device: torch.device) -> _Location:
     return _Location(CU_MEM_LOCATION_TYPE_DEVICE, device.index if device.index is not None else torch.cuda.current_device())
 
 
-def _granular(nbytes: int, location: _Location) -> int:
-    prop = _AllocationProp(type=CU_MEM_ALLOCATION_TYPE_PINNED,
+def _exportable(location: _Location) -> _AllocationProp:
+    return _AllocationProp(type=CU_MEM_ALLOCATION_TYPE_PINNED,
                            requestedHandleTypes=CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, location=location)
+
+
+def _granular(nbytes: int, location: _Location) -> int:
+    prop = _exportable(location)
     granularity = _size()
     _check(_driver().cuMemGetAllocationGranularity(ctypes.byref(granularity), ctypes.byref(prop),
                                                    CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity")
@@ -134,7 +139,7 @@ class SharedBlock:
 
     def tensor(self, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
         """A dense tensor over the block's first bytes; it keeps the block alive."""
-        nbytes = _numel(shape) * torch.empty(0, dtype=dtype).element_size()
+        nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
         if nbytes > self.size:
             raise CudaShareError(f"the shared block holds {self.size} bytes, {nbytes} are needed")
         raw = torch.as_tensor(self, device=self.device)
@@ -149,19 +154,11 @@ class SharedBlock:
         return fd.value
 
 
-def _numel(shape: list[int]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def allocate(nbytes: int, device: torch.device) -> SharedBlock:
     """A new exportable block of at least nbytes on device."""
     location = _device_location(device)
     size = _granular(nbytes, location)
-    prop = _AllocationProp(type=CU_MEM_ALLOCATION_TYPE_PINNED,
-                           requestedHandleTypes=CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, location=location)
+    prop = _exportable(location)
     handle = _u64()
     _check(_driver().cuMemCreate(ctypes.byref(handle), size, ctypes.byref(prop), 0), "cuMemCreate")
     return SharedBlock(handle.value, size, location)

@@ -95,7 +95,7 @@ class OutputSender:
         if not shared:
             return
         torch.cuda.synchronize()
-        for seq, block in zip(shared, self.held[-len(shared):]):
+        for seq, block in zip(shared, self.held):  # release() emptied it at the start of this send
             fd = block.export_fd()
             try:
                 socket.send_fds(self.fd_socket, [str(seq).encode()], [fd])
