@@ -89,6 +89,14 @@ def host_stamp() -> dict[str, str]:
             "host": socket.gethostname()}
 
 
+def lane_device_name(device: str, gpu: str | None) -> str:
+    """The name of the GPU a lane runs on, as torch gives it (nvidia-smi's is the same); "cpu" without one."""
+    if device != "cuda":
+        return "cpu"
+    names = _command(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", *(["-i", gpu] if gpu else [])])
+    return names.split("\n")[0].strip() or "cpu"
+
+
 def _command(argv: list[str]) -> str:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
@@ -195,7 +203,8 @@ def _optimize_fields(summary: dict[str, Any] | None) -> dict[str, Any]:
             "cost_usd": usage.get("cost_usd"),
             "trajectory": [{"n": t["n"], "speedup": t.get("speedup"), "status": t.get("status")}
                            for t in s.get("trajectory", [])],
-            "review_batches": s.get("review_batches") or []}
+            "review_batches": s.get("review_batches") or [], "confirm_batch": s.get("confirm_batch") or {},
+            "optimize_elapsed_s": s.get("elapsed_s")}
 
 
 def _status_fields(optimize_error: str, baseline: dict[str, Any]) -> dict[str, Any]:
@@ -239,6 +248,11 @@ def run_problem(problem: SuiteProblem, settings: EvalSettings, work_dir: Path, g
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    # The roofline needs only the reference's static features (no GPU): it is worked out meanwhile.
+    roof: list[tuple[float | None, dict[str, Any]]] = []
+    name = lane_device_name(settings.device, gpu)
+    roof_thread = threading.Thread(target=lambda: roof.append(roofline_in_subprocess(problem.path, name)), daemon=True)
+    roof_thread.start()
     on_state(problem.id, "optimize", None)
     summary, optimize_error, optimize_s = run_optimize(problem, settings, work_dir / "run", env, on_state)
     model_new = work_dir / "run" / "model_new.py"
@@ -254,7 +268,8 @@ def run_problem(problem: SuiteProblem, settings: EvalSettings, work_dir: Path, g
         CHILDREN.discard(work_dir / "baseline")
     baseline_s = time.monotonic() - started_baselines
     CHILDREN.raise_if_stopping()
-    roof_ms, roof_facts = roofline_in_subprocess(problem.path, (baseline.get("versions") or {}).get("device_name", "cpu"))
+    roof_thread.join()
+    roof_ms, roof_facts = roof[0] if roof else (None, {"roofline_note": "the feature pass did not report"})
     source = model_new.read_text(encoding="utf-8") if summary is not None and model_new.is_file() else None
     row = compose_row(problem, settings, summary, optimize_error, baseline, source, roof_ms, roof_facts)
     row.update(optimize_wall_s=round(optimize_s, 1), time_limit_s=settings.time_limit_s, baseline_wall_s=round(baseline_s, 1),

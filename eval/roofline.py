@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kskill.eval.processes import CHILDREN
+
 TIMEOUT_S = 300
 
 
@@ -41,10 +43,20 @@ def roofline_in_subprocess(problem_path: Path, device_name: str) -> tuple[float 
     """(the roofline time in ms or None, the facts behind it); a failure is a note, never an exception."""
     argv = [sys.executable, "-P", "-m", "kskill.eval.roofline", str(problem_path), device_name]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
-        facts = json.loads(done.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                text=True, start_new_session=True)
+    except OSError:
+        return None, {"roofline_note": "the feature pass could not start"}
+    CHILDREN.add(proc)  # an interrupted evaluation stops it too
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+        facts = json.loads(out.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        proc.kill()
+        proc.wait()
         return None, {"roofline_note": "the feature pass did not finish (the reference crashed or ran too long)"}
+    finally:
+        CHILDREN.discard(proc)
     return facts.get("roofline_ms"), facts
 
 

@@ -222,7 +222,7 @@ class ReviewBatch(Node):
                     _take_review(ctx, pending[i], review)
 
         faults.reach("review.start")
-        began = time.monotonic()
+        began, began_s = time.monotonic(), state.elapsed()
         reviews = ctx.deps.review_batch(state.problem, [a.source for a in pending], time_limit_s=left,
                                         on_result=on_result)
         if len(reviews) == len(pending):  # anything the callback did not deliver
@@ -230,7 +230,8 @@ class ReviewBatch(Node):
                 on_result(i, review)
         if taken:
             state.batches.append({"candidates": len(taken), "seconds": time.monotonic() - began,
-                                  "seed": any(a.kind == "seed" for a in pending)})
+                                  "seed": any(a.kind == "seed" for a in pending), "began_s": round(began_s, 2),
+                                  "phases": _phases(reviews)})
         return Diagnose()
 
 
@@ -446,6 +447,12 @@ def _signature(record: AttemptRecord) -> tuple[str, str]:
     return record.status, normalise(record.failure)
 
 
+def _phases(reviews: Sequence[Review]) -> dict[str, float]:
+    """The batch's seconds per Reviewer phase, as its last delivered review has them."""
+    last = max(reviews, key=lambda r: r.wall_time_s, default=None)
+    return dict(((last.profile if last else {}).get("batch") or {}).get("phases") or {})
+
+
 def _fits_in_time(state: RunState) -> int:
     """How many candidates the next batch can review in the time left, judged by the last batch's
     seconds per candidate (no limit before the first batch): a batch the budget cuts short wastes
@@ -490,7 +497,10 @@ def _confirm(ctx: Ctx) -> None:
         log.warning("no time left to re-time the fastest candidates; their first reviews stand")
         return
     ctx.progress(f"confirm attempt(s) {', '.join(str(a.n) for a in fastest)}: time them against the reference again")
+    began, began_s = time.monotonic(), state.elapsed()
     reviews = ctx.deps.confirm_batch(state.problem, [a.source for a in fastest], time_limit_s=left)
+    state.confirm_batch = {"candidates": len(fastest), "seconds": round(time.monotonic() - began, 2),
+                           "began_s": round(began_s, 2), "phases": _phases(reviews)}
     for a, review in zip(fastest, reviews):
         if review.failure_phase == BUDGET_PHASE:
             continue  # not re-timed: the first review's figure stands

@@ -23,7 +23,9 @@ from kskill.agents.optimizer import Optimizer
 from kskill.agents.planner import Planner
 from kskill.agents.problem import Problem, code_hash, load_problem
 from kskill.agents.repairer import Repairer
-from kskill.agents.reviewer import Review, ReviewOptions, require_isolation, review_batch
+from kskill.agents.reviewer import Review, ReviewOptions, close_warm, require_isolation, review_batch
+from kskill.agents.reviewer.api import resolve_device
+from kskill.agents.reviewer.batch import start_warm
 from kskill.config import Settings
 from kskill.graph_schema.store import GraphStore
 from kskill.loop import BUDGET_PHASE, Deps, Progress, ReviewBatchFn, run_loop
@@ -44,14 +46,24 @@ def make_brain(settings: Settings, config: LoopConfig) -> Brain:
     return llm_brain(settings, config.max_tokens, config.max_cost_usd)
 
 
-def _retrieval(store: GraphStore, settings: Settings, via: str) -> Any:
-    """A Retriever for the Diagnoser and the Planner's fallback, or None when retrieval is off."""
+def _retrieval(store: GraphStore, settings: Settings, via: str) -> Callable[[], Any] | None:
+    """The Retriever for the Diagnoser and the Planner's fallback, opened at its first search (the
+    embedding model takes seconds to load, and many runs never search); None when retrieval is off."""
     if via == "off":
         return None
-    from kskill.retrieval import retriever_for
+    if via == "hybrid" and settings.embedding_model:
+        from kskill.retrieval.embedder import model_folder
 
-    return retriever_for(store, settings.home, settings.embedding_model or None,
-                         **({} if via == "hybrid" else {"embedder": None}))
+        model_folder(settings.embedding_model)  # a model asked for by name must be there before the run starts
+
+    @functools.cache
+    def opened() -> Any:
+        from kskill.retrieval import retriever_for
+
+        return retriever_for(store, settings.home, settings.embedding_model or None,
+                             **({} if via == "hybrid" else {"embedder": None}))
+
+    return opened
 
 
 ReviewOne = Callable[[Problem, str, ReviewOptions], Review]
@@ -85,11 +97,18 @@ def one_by_one(problem: Problem, candidates: Sequence[str], options: ReviewOptio
     return out
 
 
-def _review_batch(options: ReviewOptions, review_fn: Callable[[Problem, str], Review] | None) -> ReviewBatchFn:
+def _review_batch(options: ReviewOptions, review_fn: Callable[[Problem, str], Review] | None,
+                  keep_warm: bool = False) -> ReviewBatchFn:
     """The batch review the loop calls, with these options bound: the Reviewer's `review_batch` (one
-    sandboxed worker for the whole batch), or a caller's `review_fn(problem, source)` one by one."""
+    sandboxed worker for the whole batch), or a caller's `review_fn(problem, source)` one by one.
+    On a GPU each batch starts the next one's judge beside it (warm judges, reviewer/batch.py): a
+    judge's start is seconds the next batch does not wait for. On the CPU that start would take
+    cores from the batch under way, so it is not done there."""
     if review_fn is None:
-        return functools.partial(review_batch, options=options)
+        keep_warm = keep_warm and resolve_device(options) == "cuda"
+        if keep_warm:  # the first batch's judge too: it starts while the run plans its seed
+            start_warm(options, "cuda")
+        return functools.partial(review_batch, options=options, keep_warm=keep_warm)
     return functools.partial(one_by_one, options=options,
                              review_one=lambda problem, source, _options: review_fn(problem, source))
 
@@ -105,10 +124,10 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
     retriever = _retrieval(store, settings, config.retrieval)
 
     def patterns(text: str, k: int) -> list[tuple[str, float]]:
-        return [(m.id, m.score) for m in retriever.search(text, ["FailurePattern"], k) if m.is_related]
+        return [(m.id, m.score) for m in retriever().search(text, ["FailurePattern"], k) if m.is_related]
 
     def techniques(text: str, k: int) -> list[str]:
-        return [m.id for m in retriever.search(text, ["Technique"], k) if m.is_related]
+        return [m.id for m in retriever().search(text, ["Technique"], k) if m.is_related]
 
     options = ReviewOptions(trials=config.trials, device=config.device, timeout_s=config.review_timeout_s,
                             atol=config.atol, rtol=config.rtol, cpu_timing_reps=config.cpu_timing_reps,
@@ -116,13 +135,13 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
                             hidden_paths=[str(settings.home)])
     if review_fn is None:
         require_isolation(options)
-    timing_only = options.model_copy(update={"trials": 1, "profile": False})
+    timing_only = options.model_copy(update={"trials": 1, "input_variants": False, "profile": False})
     return Deps(
         trajectory=Trajectory(store),
         planner=Planner(store, fallback=techniques if retriever else None),
         generator=Generator(brain), optimizer=Optimizer(brain, store),
         diagnoser=Diagnoser(store, search=patterns if retriever else None), repairer=Repairer(brain),
-        brain=brain, review_batch=_review_batch(options, review_fn),
+        brain=brain, review_batch=_review_batch(options, review_fn, keep_warm=True),
         confirm_batch=_review_batch(timing_only, review_fn), on_progress=on_progress, gpu=gpu)
 
 
@@ -139,7 +158,7 @@ def start(store: GraphStore, settings: Settings, problem_path: Path, config: Loo
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem_path, folder / "problem.py")  # resume reads it from here
     state = RunState(run_id, problem, config, folder.resolve(), started=began or time.monotonic())
-    return run_loop(state, deps)
+    return _run(state, deps)
 
 
 def resume(store: GraphStore, settings: Settings, run_id: str, iterations: int | None = None,
@@ -152,4 +171,12 @@ def resume(store: GraphStore, settings: Settings, run_id: str, iterations: int |
     state = load_state(trajectory, run_id)
     if iterations is not None:
         state.config = state.config.model_copy(update={"iterations": iterations})
-    return run_loop(state, build_deps(store, settings, state.config, **deps_options))
+    return _run(state, build_deps(store, settings, state.config, **deps_options))
+
+
+def _run(state: RunState, deps: Deps) -> RunState:
+    """The loop, then the end of any judge kept warm for a batch that will not come."""
+    try:
+        return run_loop(state, deps)
+    finally:
+        close_warm()

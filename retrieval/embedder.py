@@ -52,6 +52,17 @@ def default_model_path() -> Path | None:
     return path if (path / "modules.json").exists() else None
 
 
+def model_folder(path: str | Path) -> Path:
+    """The folder a sentence-transformers model was saved to; EmbedderUnavailable when it is not one."""
+    path = Path(path).expanduser()
+    if not (path / "modules.json").exists() and not (path / "config.json").exists():
+        raise EmbedderUnavailable(
+            f"{path} is not a sentence-transformers model folder (no modules.json or config.json): "
+            "give the folder a model was saved to"
+        )
+    return path
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model read from a local folder; on CUDA when present.
 
@@ -63,12 +74,7 @@ class SentenceTransformerEmbedder:
     """
 
     def __init__(self, path: Path, device: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE):
-        path = Path(path).expanduser()
-        if not (path / "modules.json").exists() and not (path / "config.json").exists():
-            raise EmbedderUnavailable(
-                f"{path} is not a sentence-transformers model folder (no modules.json or config.json): "
-                "give the folder a model was saved to"
-            )
+        path = model_folder(path)
         self.path = path
         self.batch_size = batch_size
         self._memory: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> its vector, oldest first

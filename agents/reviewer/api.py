@@ -2,7 +2,7 @@
 
 Order of work: validate the problem (errors raise ProblemError); parse each candidate and run the
 static anti-cheat checks (failures become Reviews at once); give the rest to one sandboxed judge
-(worker.py) that builds the reference once, checks every candidate, then times all that passed
+(judge.py) that builds the reference once, checks every candidate, then times all that passed
 together with the reference (batch.py restarts it without a candidate that kills it); on a GPU,
 run Nsight Compute once, on the fastest candidate, and on the reference once per problem
 (nsight.py). Candidate code never runs in this process.
@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from kskill.agents.errors import ProblemError, ReviewError
 from kskill.agents.problem import Candidate, Problem, load_candidate, load_problem
 from kskill.agents.reviewer import nsight, profiling
-from kskill.agents.reviewer.batch import CUDA_PROBE, BatchRun, Entry
+from kskill.agents.reviewer.batch import CUDA_PROBE, BatchRun, Entry, Judge, start_warm, take_warm
 from kskill.agents.reviewer.models import Correctness, Flag, Isolation, Review, ReviewOptions, Timing
 from kskill.agents.reviewer.sandbox import SandboxChoice, SandboxOutcome, require_sandbox
 from kskill.agents.reviewer.static_checks import check_source, claimed_kernels
@@ -94,13 +94,14 @@ class Delivery:
 
 def review_batch(problem: str | Path | Problem, candidates: Sequence[str | Path | Candidate],
                  options: ReviewOptions | None = None, *, time_limit_s: float | None = None,
-                 on_result: ResultCallback | None = None) -> list[Review]:
+                 on_result: ResultCallback | None = None, keep_warm: bool = False) -> list[Review]:
     """One Review per candidate, in order. One sandboxed worker builds the reference once, checks every
     candidate, then times all passing candidates together, interleaved with the reference. A candidate
     that crashes, hangs or poisons CUDA gets its own failure class; the worker restarts without it and
     the others still get results. `time_limit_s` bounds the whole call (what is unfinished then fails
     with class "timeout" and says the budget ran out). `on_result(i, review)` is called as soon as
-    candidate i's review is final."""
+    candidate i's review is final. `keep_warm` starts the next batch's judge beside this one
+    (batch.py, warm judges; `close_warm()` ends it when no batch follows)."""
     options = options or ReviewOptions()
     problem = problem if isinstance(problem, Problem) else load_problem(problem)
     started = time.monotonic()
@@ -117,9 +118,12 @@ def review_batch(problem: str | Path | Problem, candidates: Sequence[str | Path 
             bases[index] = base
     if bases:
         device = resolve_device(options)
-        workdir = Path(tempfile.mkdtemp(prefix="kskill-review-"))
+        warm = take_warm(options, device)
+        workdir = warm.workdir if warm is not None else Path(tempfile.mkdtemp(prefix="kskill-review-"))
+        if keep_warm:
+            start_warm(options, device)
         try:
-            SandboxedBatch(problem, loaded, bases, options, device, workdir, deadline, delivery).run()
+            SandboxedBatch(problem, loaded, bases, options, device, workdir, deadline, delivery, warm).run()
         finally:
             if not options.keep_workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -145,7 +149,7 @@ class SandboxedBatch:
 
     def __init__(self, problem: Problem, candidates: list[Candidate], bases: dict[int, Review],
                  options: ReviewOptions, device: str, workdir: Path, deadline: float | None,
-                 delivery: Delivery) -> None:
+                 delivery: Delivery, warm: Judge | None = None) -> None:
         self.problem, self.bases, self.options, self.device = problem, bases, options, device
         self.workdir, self.deadline, self.delivery = workdir, deadline, delivery
         (workdir / "problem.py").write_text(problem.source)
@@ -157,7 +161,7 @@ class SandboxedBatch:
         self.paths = {e.index: e.path for e in entries}
         self.ncu = device == "cuda" and options.ncu and options.profile
         self.held: list[int] = []  # passing reviews that wait for the batch's ncu run
-        self.batch = BatchRun(workdir / "problem.py", entries, options, device, workdir, deadline, self.on_final)
+        self.batch = BatchRun(workdir / "problem.py", entries, options, device, workdir, deadline, self.on_final, warm)
 
     def run(self) -> None:
         self.batch.run()
@@ -172,7 +176,7 @@ class SandboxedBatch:
         if self.ncu and self.batch.verdicts[index].get("correct") and not self.batch.verdicts[index].get("failure"):
             self.held.append(index)
         else:
-            self.delivery.give(index, self.assemble(index))
+            self.give(index, self.assemble(index))
 
     def time_left(self, limit: float) -> float:
         return limit if self.deadline is None else min(limit, self.deadline - time.monotonic())
@@ -185,7 +189,9 @@ class SandboxedBatch:
         budget = self.time_left(self.options.ncu_timeout_s)
         if budget > 1:
             gpu = self.batch.reference.get("device", "gpu")
+            began = time.monotonic()
             obs, unavailable, _ = nsight.reference_ncu(self.problem, self.workdir, self.options, gpu, budget)
+            self.batch.spent("ncu_reference", time.monotonic() - began)
         else:
             obs, unavailable = {}, nsight.unavailable_all("the time budget ran out before Nsight Compute")
         for review_ in reviews.values():
@@ -196,13 +202,20 @@ class SandboxedBatch:
         for index in self.held:
             if index != fastest:
                 reviews[index].unavailable.update(nsight.unavailable_all(why))
-                self.delivery.give(index, reviews[index])
+                self.give(index, reviews[index])
         if fastest is not None:
             budget = self.time_left(self.options.ncu_timeout_s)
+            began = time.monotonic()
             profile = (nsight.run_ncu(self.workdir, self.options, self.paths[fastest], budget) if budget > 1
                        else ({}, nsight.unavailable_all("the time budget ran out before Nsight Compute"), {}))
+            self.batch.spent("ncu", time.monotonic() - began)
             nsight.add_ncu(reviews[fastest], profile)
-            self.delivery.give(fastest, reviews[fastest])
+            self.give(fastest, reviews[fastest])
+
+    def give(self, index: int, review_: Review) -> None:
+        """Deliver a review with the batch's seconds per phase as they stand now."""
+        review_.profile.setdefault("batch", {})["phases"] = {k: round(v, 2) for k, v in self.batch.phases.items()}
+        self.delivery.give(index, review_)
 
     def assemble(self, index: int) -> Review:
         try:

@@ -1,6 +1,6 @@
 """The sandboxed runs of one review_batch call: the judge started, watched, restarted without a culprit.
 
-The judge (worker.py) restarts the runner itself when a candidate crashes, hangs, runs out of
+The judge (judge.py) restarts the runner itself when a candidate crashes, hangs, runs out of
 memory or poisons CUDA. What is left is covered here: the judge dying too (a candidate that kills
 its parent, a sandbox limit), and the time limit of the whole call, which is the sandbox's
 timeout for each judge run. The judge's signed records are read while it runs, so a verdict
@@ -10,8 +10,11 @@ reaches the caller as soon as it is final.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -82,12 +85,55 @@ def sandbox_limits(options: ReviewOptions, timeout_s: float, *, address_space_li
                          hidden=tuple(options.hidden_paths), unsandboxed_ok=options.unsandboxed_ok)
 
 
+@dataclass
+class Judge:
+    """A judge in its sandbox, in a thread of this process; it starts its work once its job file is there."""
+
+    workdir: Path
+    job_path: Path
+    thread: threading.Thread
+    cancel: threading.Event
+    result: dict[str, Any]  # the sandbox's outcome, or the error that kept it from running
+    isolation: dict[str, Any]  # what the sandbox isolates, known from its start
+
+
+def start_judge(workdir: Path, job_name: str, options: ReviewOptions, device: str, timeout_s: float) -> Judge:
+    """A judge started in workdir; it imports torch and starts its first runner while its job is written."""
+    job_path = workdir / job_name
+    limits = sandbox_limits(options, timeout_s, address_space_limit=device == "cpu",
+                            isolate_network=options.isolate_network)
+    judge = Judge(workdir, job_path, threading.Thread(), threading.Event(), {}, {})
+
+    def sandboxed() -> None:
+        try:
+            judge.result["outcome"] = run_sandboxed(
+                python_module_argv(WORKER_MODULE, str(job_path), device, str(options.memory_limit_mb)),
+                workdir=workdir, limits=limits, extra_env={"TRITON_INTERPRET": "1"} if device == "cpu" else {},
+                network_probe=CUDA_PROBE if device == "cuda" else ("true",), on_start=judge.isolation.update,
+                cancel=judge.cancel)
+        except BaseException as exc:  # re-raised by run_judge, in the caller's thread
+            judge.result["error"] = exc
+
+    judge.thread = threading.Thread(target=sandboxed, name="kskill-review-worker", daemon=True)
+    judge.thread.start()
+    return judge
+
+
+def put_in_place(path: Path, text: str) -> None:
+    """Write a file whole under a temporary name, then rename it: a reader waiting for it never sees half."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
 class BatchRun:
     """What the judge runs of one batch reported: verdicts, the reference's facts, the sandbox outcomes."""
 
     def __init__(self, problem_path: Path, entries: list[Entry], options: ReviewOptions, device: str,
-                 workdir: Path, deadline: float | None, on_final: Callable[[int], None]) -> None:
+                 workdir: Path, deadline: float | None, on_final: Callable[[int], None],
+                 warm: Judge | None = None) -> None:
         self.problem_path, self.entries, self.options = problem_path, entries, options
+        self.warm = warm  # a judge started before this batch, in workdir, for its first run
         self.device, self.workdir, self.deadline, self.on_final = device, workdir, deadline, on_final
         self.verdicts: dict[int, dict[str, Any]] = {}
         self.final: set[int] = set()
@@ -99,6 +145,10 @@ class BatchRun:
         self.outcomes: list[SandboxOutcome] = []
         self.problem_error: dict[str, Any] | None = None
         self.time_separately = False
+        self.phases: dict[str, float] = {}  # seconds in each phase of the judge's runs, summed over them
+
+    def spent(self, phase: str, seconds: float) -> None:
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
 
     def pending(self) -> list[Entry]:
         return [e for e in self.entries if e.index not in self.final]
@@ -112,7 +162,7 @@ class BatchRun:
             budget = self.budget_left()
             if not self.pending() or self.problem_error or (budget is not None and budget <= 0):
                 break
-            self.run_judge(attempt, budget)
+            self.run_judge(attempt, budget, self.warm if attempt == 0 else None)
         for entry in self.pending():
             if self.problem_error:
                 break
@@ -144,45 +194,33 @@ class BatchRun:
                            for e in self.pending()],
         }
 
-    def run_judge(self, attempt: int, budget: float | None) -> None:
+    def run_judge(self, attempt: int, budget: float | None, judge: Judge | None = None) -> None:
+        """One judge run over the pending candidates: a warm judge given, else one started now."""
         key = secrets.token_hex(32)
         records = self.workdir / f"records-{attempt}.jsonl"
         records.write_bytes(b"")
         reader = RecordReader(str(records), key)  # opened before the judge unlinks the name
-        job_path = self.workdir / f"job-{attempt}.json"
-        job_path.write_text(json.dumps(self.job(key, records)))
         backstop = self.options.timeout_s * (4 * len(self.pending()) + 4) + 600
-        limits = sandbox_limits(self.options, min(budget, backstop) if budget is not None else backstop,
-                                address_space_limit=self.device == "cpu", isolate_network=self.options.isolate_network)
-        result: dict[str, Any] = {}
-
-        def sandboxed() -> None:
-            try:
-                result["outcome"] = run_sandboxed(
-                    python_module_argv(WORKER_MODULE, str(job_path)), workdir=self.workdir, limits=limits,
-                    extra_env={"TRITON_INTERPRET": "1"} if self.device == "cpu" else {},
-                    network_probe=CUDA_PROBE if self.device == "cuda" else ("true",),
-                    on_start=self.sandbox_started)
-            except BaseException as exc:  # re-raised below, in the caller's thread
-                result["error"] = exc
-
-        thread = threading.Thread(target=sandboxed, name="kskill-review-worker", daemon=True)
-        thread.start()
-        state: dict[str, Any] = {"phase": None, "done": False}
-        while thread.is_alive():
-            thread.join(POLL_S)
+        limit = min(budget, backstop) if budget is not None else backstop
+        judge = judge or start_judge(self.workdir, f"job-{attempt}.json", self.options, self.device, limit)
+        stop_at = time.monotonic() + limit
+        put_in_place(judge.job_path, json.dumps(self.job(key, records)))
+        state: dict[str, Any] = {"phase": None, "done": False, "clock": ("start", time.monotonic())}
+        while judge.thread.is_alive():
+            judge.thread.join(POLL_S)
+            self.isolation = self.isolation or judge.isolation
             self.absorb(reader.read(), state)
+            if time.monotonic() > stop_at:
+                judge.cancel.set()
         self.absorb(reader.read(), state)
         reader.close()
-        if "error" in result:
-            raise result["error"]
-        self.outcomes.append(result["outcome"])
-        self.isolation = result["outcome"].isolation  # with the peaks of memory and processes seen
+        self.clock(state, "exit")
+        if "error" in judge.result:
+            raise judge.result["error"]
+        self.outcomes.append(judge.result["outcome"])
+        self.isolation = judge.result["outcome"].isolation  # with the peaks of memory and processes seen
         if not state["done"] and self.problem_error is None:
-            self.judge_died(result["outcome"], state["phase"])
-
-    def sandbox_started(self, isolation: dict[str, Any]) -> None:
-        self.isolation = isolation
+            self.judge_died(judge.result["outcome"], state["phase"])
 
     def absorb(self, records: list[dict[str, Any]], state: dict[str, Any]) -> None:
         known = {e.index for e in self.entries}
@@ -195,6 +233,7 @@ class BatchRun:
                     self.on_final(index)
             elif kind == "phase":
                 state["phase"] = record
+                self.clock(state, str(record.get("phase")))
             elif kind == "reference":
                 self.reference = record
             elif kind == "sandbox":
@@ -207,6 +246,15 @@ class BatchRun:
                 self.notes.append(str(record.get("message")))
             elif kind == "done":
                 state["done"] = True
+                self.clock(state, "exit")
+
+    def clock(self, state: dict[str, Any], phase: str) -> None:
+        """The phase the judge reports from now on: the one before it gets the seconds since it began
+        ("start" is the sandbox and the judge's imports; "exit" the time from its last record to its end)."""
+        before, since = state["clock"]
+        now = time.monotonic()
+        self.spent(before, now - since)
+        state["clock"] = (phase, now)
 
     def judge_died(self, outcome: SandboxOutcome, phase: dict[str, Any] | None) -> None:
         """Blame the candidate in flight, if any; a death before the reference was ready is the problem's."""
@@ -228,3 +276,54 @@ class BatchRun:
             self.time_separately = True  # it died timing candidates together: alone, the culprit shows
         elif index not in self.final:
             self.fail(index, klass, message, where)
+
+
+# --- warm judges ------------------------------------------------------------------------------
+# A judge takes seconds to start (the sandbox, torch, CUDA's context, its first runner). A caller
+# that reviews batch after batch (the optimization loop) asks review_batch to keep one warm: the
+# next batch's judge starts beside this batch's and waits for its job in its own workdir. Only its
+# start is shared, never a reference, a runner or a candidate: each batch still gets a fresh judge.
+WARM_LIMIT_S = 6 * 3600.0  # a warm judge nobody takes ends after this long
+_warm: dict[str, Judge] = {}
+_warm_lock = threading.Lock()
+
+
+def warm_key(options: ReviewOptions, device: str) -> str:
+    """What a judge's sandbox depends on: a warm judge serves only a batch that would start the same one."""
+    sandbox = options.model_dump(include={"memory_limit_mb", "hidden_paths", "isolate_network", "unsandboxed_ok"})
+    return json.dumps({"device": device, **sandbox}, sort_keys=True)
+
+
+def start_warm(options: ReviewOptions, device: str) -> None:
+    """Start the judge of the next batch with these options, unless one waits already."""
+    key = warm_key(options, device)
+    with _warm_lock:
+        if key in _warm:
+            return
+        workdir = Path(tempfile.mkdtemp(prefix="kskill-review-"))
+        _warm[key] = start_judge(workdir, "job-0.json", options, device, WARM_LIMIT_S)
+
+
+def take_warm(options: ReviewOptions, device: str) -> Judge | None:
+    """The warm judge for a batch with these options, if one is still alive."""
+    with _warm_lock:
+        judge = _warm.pop(warm_key(options, device), None)
+    if judge is not None and not judge.thread.is_alive():
+        _end(judge)
+        return None
+    return judge
+
+
+def close_warm() -> None:
+    """End every warm judge (the caller's last batch is done) and remove their workdirs."""
+    with _warm_lock:
+        judges = list(_warm.values())
+        _warm.clear()
+    for judge in judges:
+        _end(judge)
+
+
+def _end(judge: Judge) -> None:
+    judge.cancel.set()
+    judge.thread.join()
+    shutil.rmtree(judge.workdir, ignore_errors=True)

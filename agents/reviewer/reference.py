@@ -1,6 +1,6 @@
 """The judge's reference: the problem loaded and built once per batch, its outputs computed once per trial.
 
-Runs in the judge (worker.py) only, never where candidate code runs. The reference is built as the
+Runs in the judge (judge.py) only, never where candidate code runs. The reference is built as the
 problem builds it, its parameters created on the device; each trial's inputs are drawn on the
 device from the trial's seed; the reference's outputs for a trial are kept for every candidate of
 the batch while they fit in a quarter of the free memory, and recomputed otherwise. Candidates

@@ -1,11 +1,11 @@
 """The untrusted side of a review: candidates imported, built, run and timed.
 
-`python -m kskill.agents.reviewer.runner CMD_FD REPLY_FD`, started by the judge (worker.py)
+`python -m kskill.agents.reviewer.runner CMD_FD REPLY_FD`, started by the judge (judge.py)
 inside the sandbox, or `... runner --ncu JOB.json` under Nsight Compute. It holds what the
 candidates need: the problem module, a copy of the reference for timing, inputs it draws itself
 from the judge's seeds, and the candidates, each under its own module name. It never holds the
 reference's outputs for a trial, and nothing it says is a verdict: the judge compares the
-outputs it sends, and checks its timings and flags (worker.py gives the argument).
+outputs it sends, and checks its timings and flags (judge.py gives the argument).
 
 Every harness function it uses was bound, and its Integrity snapshot taken, before the first
 candidate was imported. The snapshot is compared after every candidate call; a runner whose

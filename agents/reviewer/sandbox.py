@@ -166,21 +166,23 @@ def require_sandbox(probe: tuple[str, ...], share_network: bool = False) -> Sand
 def run_sandboxed(argv: Sequence[str], *, workdir: Path, limits: SandboxLimits,
                   extra_env: Mapping[str, str] | None = None,
                   network_probe: tuple[str, ...] = (sys.executable, "-S", "-c", "pass"),
-                  on_start: Callable[[dict[str, Any]], None] | None = None) -> SandboxOutcome:
+                  on_start: Callable[[dict[str, Any]], None] | None = None,
+                  cancel: threading.Event | None = None) -> SandboxOutcome:
     """Run argv in workdir under the limits; never raises for anything the child does.
     `on_start(isolation)` hears what the sandbox isolates as soon as it runs (the outcome's record
-    adds the peaks seen).
+    adds the peaks seen). Setting `cancel` ends the sandbox as its time limit would.
 
     Raises SandboxUnavailable when no sandbox works and `limits.unsandboxed_ok` is not set, and
     ReviewError when the sandbox that the probe chose cannot be built for this workdir.
     """
     pick = choose_sandbox if limits.unsandboxed_ok else require_sandbox
     choice = pick(tuple(network_probe), not limits.isolate_network)
-    return _run(argv, workdir, limits, extra_env or {}, choice, on_start)
+    return _run(argv, workdir, limits, extra_env or {}, choice, on_start, cancel)
 
 
 def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: Mapping[str, str],
-         choice: SandboxChoice, on_start: Callable[[dict[str, Any]], None] | None = None) -> SandboxOutcome:
+         choice: SandboxChoice, on_start: Callable[[dict[str, Any]], None] | None = None,
+         cancel: threading.Event | None = None) -> SandboxOutcome:
     env, passed, dropped = allowed_environment(os.environ, {**workspace_environment(workdir), **extra_env})
     layout = None if choice.backend == "none" else build_layout(workdir, env, limits.hidden, argv[0])
     job = {
@@ -203,7 +205,8 @@ def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: M
             theirs.close()
         if on_start is not None:
             on_start(_isolation(choice, layout, limits, passed, dropped, {}))
-        timed_out = _supervise(proc, ours, job, limits.timeout_s, own_namespace=choice.backend != "none")
+        timed_out = _supervise(proc, ours, job, limits.timeout_s, own_namespace=choice.backend != "none",
+                               cancel=cancel or threading.Event())
         status = _read_status(ours)
     if status.get("error"):
         raise ReviewError(f"the {choice.backend} sandbox could not be set up: {status['error']}")
@@ -218,15 +221,15 @@ def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: M
 
 
 def _supervise(proc: subprocess.Popen, channel: socket.socket, job: dict[str, Any], timeout_s: float,
-               own_namespace: bool) -> bool:
-    """Hand the init its job and wait for the sandbox to end; whether it ran out of time."""
+               own_namespace: bool, cancel: threading.Event) -> bool:
+    """Hand the init its job and wait for the sandbox to end; whether it ran out of time (or was cancelled)."""
     with _running_lock:
         _running[proc.pid] = (proc, channel, own_namespace)
     deadline = time.monotonic() + timeout_s
     try:
         channel.sendall(json.dumps(job).encode() + b"\n")
         while proc.poll() is None:
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or cancel.is_set():
                 return True
             try:
                 proc.wait(timeout=POLL_S)

@@ -5,12 +5,13 @@ A candidate that crashes, hangs or exhausts memory must get its own class while 
 get theirs; the time limit must hold while a review is in flight.
 """
 
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from kskill.agents.reviewer import ReviewOptions, review_batch
+from kskill.agents.reviewer import ReviewOptions, close_warm, review_batch
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "reviewer"
 CANDIDATES = FIXTURES / "candidates"
@@ -65,7 +66,12 @@ def test_a_mixed_batch_gives_each_candidate_its_own_class_and_times_the_good_one
     assert "30 s limit" in reviews[4].failure_message
     # Each review is handed over once, as soon as it is final: the failures first, the timed one last.
     assert sorted(delivered) == list(range(len(candidates))) and delivered[-1] == 0
-    assert time.monotonic() - started < 600
+    elapsed = time.monotonic() - started
+    assert elapsed < 600
+    # Where the batch's time went, by phase: the judge's start, the reference, each candidate's steps.
+    phases = good.profile["batch"]["phases"]
+    assert {"start", "load_problem", "reference", "load_candidate", "correctness", "timing"} <= set(phases), phases
+    assert 0.5 * elapsed < sum(phases.values()) <= elapsed, (phases, elapsed)
 
 
 def test_the_time_limit_holds_while_a_review_is_in_flight_and_finished_reviews_are_kept():
@@ -104,3 +110,32 @@ def test_all_zeros_fail_a_softmax_whose_outputs_sit_below_the_tolerance():
     assert not zeros.passed
     assert all(not t.passed for t in zeros.correctness.trials)
     assert "judged by relative error" in zeros.correctness.trials[0].outputs[0].note
+
+
+def _processes_under(folder: Path) -> list[int]:
+    """Host processes whose command line names a path under folder (review workers, runners)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(folder).encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_warm_judge_reviews_the_next_batch_and_none_outlives_close_warm(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # review workdirs go here
+    options = ReviewOptions(device="cpu", timeout_s=120, profile=False)
+    honest = CANDIDATES / "honest" / "relu_triton.py"
+    try:
+        first = review_batch(RELU, [honest], options, keep_warm=True)
+        assert _processes_under(tmp_path), "no judge was kept warm for the next batch"
+        second = review_batch(RELU, [CANDIDATES / "broken" / "wrong_values.py", honest], options, keep_warm=True)
+    finally:
+        close_warm()
+    assert first[0].passed and [r.failure_class for r in second] == ["numeric", None]
+    # The second batch's judge had imported torch and started its runner before the batch began.
+    cold, warm = first[0].profile["batch"]["phases"]["start"], second[1].profile["batch"]["phases"]["start"]
+    assert warm < 0.5 * cold, (warm, cold)
+    assert not _processes_under(tmp_path) and not list(tmp_path.iterdir())

@@ -134,7 +134,7 @@ def test_a_reference_slowed_beside_the_candidates_is_noticed():
 
 def test_the_sandboxed_modules_need_only_torch_and_the_standard_library():
     """The GPU image has torch and triton; pydantic, yaml and the graph client stay out of the worker."""
-    code = ("import sys; import kskill.agents.reviewer.worker, kskill.agents.reviewer.runner; "
+    code = ("import sys; import kskill.agents.reviewer.worker, kskill.agents.reviewer.judge, kskill.agents.reviewer.runner; "
             "print(sorted({'pydantic', 'yaml', 'click', 'falkordb', 'redis'} & {m.split('.')[0] for m in sys.modules}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
