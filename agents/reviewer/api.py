@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from kskill.agents.errors import ProblemError, ReviewError
 from kskill.agents.problem import Candidate, Problem, load_candidate, load_problem
 from kskill.agents.reviewer import nsight, profiling
-from kskill.agents.reviewer.batch import CUDA_PROBE, BatchRun, Entry, Judge, start_warm, take_warm
+from kskill.agents.reviewer.batch import CUDA_PROBE, WARM_LIMIT_S, BatchRun, Entry, Started, start_warm, take_warm
 from kskill.agents.reviewer.models import Correctness, Flag, Isolation, Review, ReviewOptions, Timing
 from kskill.agents.reviewer.sandbox import SandboxChoice, SandboxOutcome, require_sandbox
 from kskill.agents.reviewer.static_checks import check_source, claimed_kernels
@@ -149,7 +149,7 @@ class SandboxedBatch:
 
     def __init__(self, problem: Problem, candidates: list[Candidate], bases: dict[int, Review],
                  options: ReviewOptions, device: str, workdir: Path, deadline: float | None,
-                 delivery: Delivery, warm: Judge | None = None) -> None:
+                 delivery: Delivery, warm: Started | None = None) -> None:
         self.problem, self.bases, self.options, self.device = problem, bases, options, device
         self.workdir, self.deadline, self.delivery = workdir, deadline, delivery
         (workdir / "problem.py").write_text(problem.source)
@@ -164,13 +164,19 @@ class SandboxedBatch:
         self.batch = BatchRun(workdir / "problem.py", entries, options, device, workdir, deadline, self.on_final, warm)
 
     def run(self) -> None:
-        self.batch.run()
-        error = self.batch.problem_error
-        if error is not None:
-            raise ProblemError(f"problem {self.problem.name} failed while {str(error.get('phase')).replace('_', ' ')}: "
-                               f"{error.get('message')}")
-        if self.held:
-            self.profile_held()
+        # ncu and its target start beside the judge and wait: the fastest candidate is named at the end.
+        ncu = nsight.start_ncu(self.workdir, self.options, "fastest", WARM_LIMIT_S) if self.ncu else None
+        try:
+            self.batch.run()
+            error = self.batch.problem_error
+            if error is not None:
+                raise ProblemError(f"problem {self.problem.name} failed while "
+                                   f"{str(error.get('phase')).replace('_', ' ')}: {error.get('message')}")
+            if self.held:
+                self.profile_held(ncu)
+        finally:
+            if ncu is not None:
+                ncu.end()
 
     def on_final(self, index: int) -> None:
         if self.ncu and self.batch.verdicts[index].get("correct") and not self.batch.verdicts[index].get("failure"):
@@ -181,7 +187,7 @@ class SandboxedBatch:
     def time_left(self, limit: float) -> float:
         return limit if self.deadline is None else min(limit, self.deadline - time.monotonic())
 
-    def profile_held(self) -> None:
+    def profile_held(self, ncu: Started | None) -> None:
         """The reference's ncu profile (cached), then ncu on the fastest held candidate; everyone delivered."""
         reviews = {i: self.assemble(i) for i in self.held}
         timed = [i for i in self.held if reviews[i].timing is not None and reviews[i].timing.representative]
@@ -206,7 +212,7 @@ class SandboxedBatch:
         if fastest is not None:
             budget = self.time_left(self.options.ncu_timeout_s)
             began = time.monotonic()
-            profile = (nsight.run_ncu(self.workdir, self.options, self.paths[fastest], budget) if budget > 1
+            profile = (nsight.finish_ncu(ncu, self.options, self.paths[fastest], budget) if budget > 1
                        else ({}, nsight.unavailable_all("the time budget ran out before Nsight Compute"), {}))
             self.batch.spent("ncu", time.monotonic() - began)
             nsight.add_ncu(reviews[fastest], profile)

@@ -10,7 +10,6 @@ reaches the caller as soon as it is final.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import sys
@@ -24,7 +23,7 @@ from typing import Any
 
 from kskill.agents.errors import ReviewError
 from kskill.agents.reviewer.models import ReviewOptions
-from kskill.agents.reviewer.protocol import RecordReader
+from kskill.agents.reviewer.protocol import RecordReader, put_in_place
 from kskill.agents.reviewer.sandbox import (
     MAX_FILE_BYTES, SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed)
 
@@ -86,44 +85,57 @@ def sandbox_limits(options: ReviewOptions, timeout_s: float, *, address_space_li
 
 
 @dataclass
-class Judge:
-    """A judge in its sandbox, in a thread of this process; it starts its work once its job file is there."""
+class Started:
+    """A sandboxed process in a thread of this process, started before its job: it begins its work
+    once its job file is there (a judge, or the runner under Nsight Compute)."""
 
     workdir: Path
     job_path: Path
     thread: threading.Thread
-    cancel: threading.Event
+    cancel: threading.Event  # set: the sandbox ends, as at its time limit
     result: dict[str, Any]  # the sandbox's outcome, or the error that kept it from running
     isolation: dict[str, Any]  # what the sandbox isolates, known from its start
 
+    def wait(self, timeout_s: float, on_poll: Callable[[], None] = lambda: None) -> None:
+        """Until the sandbox ends; it is cancelled after timeout_s. on_poll runs every POLL_S meanwhile."""
+        stop_at = time.monotonic() + timeout_s
+        while self.thread.is_alive():
+            self.thread.join(POLL_S)
+            on_poll()
+            if time.monotonic() > stop_at:
+                self.cancel.set()
 
-def start_judge(workdir: Path, job_name: str, options: ReviewOptions, device: str, timeout_s: float) -> Judge:
-    """A judge started in workdir; it imports torch and starts its first runner while its job is written."""
-    job_path = workdir / job_name
-    limits = sandbox_limits(options, timeout_s, address_space_limit=device == "cpu",
-                            isolate_network=options.isolate_network)
-    judge = Judge(workdir, job_path, threading.Thread(), threading.Event(), {}, {})
+    def end(self) -> None:
+        self.cancel.set()
+        self.thread.join()
+
+
+def start_sandboxed(argv: list[str], workdir: Path, job_name: str, limits: SandboxLimits, *,
+                    extra_env: dict[str, str] | None = None, network_probe: tuple[str, ...] = ("true",),
+                    log_name: str = "worker.log") -> Started:
+    started = Started(workdir, workdir / job_name, threading.Thread(), threading.Event(), {}, {})
 
     def sandboxed() -> None:
         try:
-            judge.result["outcome"] = run_sandboxed(
-                python_module_argv(WORKER_MODULE, str(job_path), device, str(options.memory_limit_mb)),
-                workdir=workdir, limits=limits, extra_env={"TRITON_INTERPRET": "1"} if device == "cpu" else {},
-                network_probe=CUDA_PROBE if device == "cuda" else ("true",), on_start=judge.isolation.update,
-                cancel=judge.cancel)
-        except BaseException as exc:  # re-raised by run_judge, in the caller's thread
-            judge.result["error"] = exc
+            started.result["outcome"] = run_sandboxed(argv, workdir=workdir, limits=limits, extra_env=extra_env,
+                                                      network_probe=network_probe, on_start=started.isolation.update,
+                                                      cancel=started.cancel, log_name=log_name)
+        except BaseException as exc:  # re-raised by whoever waits for it, in the caller's thread
+            started.result["error"] = exc
 
-    judge.thread = threading.Thread(target=sandboxed, name="kskill-review-worker", daemon=True)
-    judge.thread.start()
-    return judge
+    started.thread = threading.Thread(target=sandboxed, name="kskill-review-worker", daemon=True)
+    started.thread.start()
+    return started
 
 
-def put_in_place(path: Path, text: str) -> None:
-    """Write a file whole under a temporary name, then rename it: a reader waiting for it never sees half."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    os.replace(partial, path)
+def start_judge(workdir: Path, job_name: str, options: ReviewOptions, device: str, timeout_s: float) -> Started:
+    """A judge started in workdir; it imports torch and starts its first runner while its job is written."""
+    limits = sandbox_limits(options, timeout_s, address_space_limit=device == "cpu",
+                            isolate_network=options.isolate_network)
+    argv = python_module_argv(WORKER_MODULE, str(workdir / job_name), device, str(options.memory_limit_mb))
+    return start_sandboxed(argv, workdir, job_name, limits,
+                           extra_env={"TRITON_INTERPRET": "1"} if device == "cpu" else {},
+                           network_probe=CUDA_PROBE if device == "cuda" else ("true",))
 
 
 class BatchRun:
@@ -131,7 +143,7 @@ class BatchRun:
 
     def __init__(self, problem_path: Path, entries: list[Entry], options: ReviewOptions, device: str,
                  workdir: Path, deadline: float | None, on_final: Callable[[int], None],
-                 warm: Judge | None = None) -> None:
+                 warm: Started | None = None) -> None:
         self.problem_path, self.entries, self.options = problem_path, entries, options
         self.warm = warm  # a judge started before this batch, in workdir, for its first run
         self.device, self.workdir, self.deadline, self.on_final = device, workdir, deadline, on_final
@@ -194,7 +206,7 @@ class BatchRun:
                            for e in self.pending()],
         }
 
-    def run_judge(self, attempt: int, budget: float | None, judge: Judge | None = None) -> None:
+    def run_judge(self, attempt: int, budget: float | None, judge: Started | None = None) -> None:
         """One judge run over the pending candidates: a warm judge given, else one started now."""
         key = secrets.token_hex(32)
         records = self.workdir / f"records-{attempt}.jsonl"
@@ -203,15 +215,14 @@ class BatchRun:
         backstop = self.options.timeout_s * (4 * len(self.pending()) + 4) + 600
         limit = min(budget, backstop) if budget is not None else backstop
         judge = judge or start_judge(self.workdir, f"job-{attempt}.json", self.options, self.device, limit)
-        stop_at = time.monotonic() + limit
         put_in_place(judge.job_path, json.dumps(self.job(key, records)))
         state: dict[str, Any] = {"phase": None, "done": False, "clock": ("start", time.monotonic())}
-        while judge.thread.is_alive():
-            judge.thread.join(POLL_S)
+
+        def poll() -> None:
             self.isolation = self.isolation or judge.isolation
             self.absorb(reader.read(), state)
-            if time.monotonic() > stop_at:
-                judge.cancel.set()
+
+        judge.wait(limit, poll)
         self.absorb(reader.read(), state)
         reader.close()
         self.clock(state, "exit")
@@ -284,7 +295,7 @@ class BatchRun:
 # next batch's judge starts beside this batch's and waits for its job in its own workdir. Only its
 # start is shared, never a reference, a runner or a candidate: each batch still gets a fresh judge.
 WARM_LIMIT_S = 6 * 3600.0  # a warm judge nobody takes ends after this long
-_warm: dict[str, Judge] = {}
+_warm: dict[str, Started] = {}
 _warm_lock = threading.Lock()
 
 
@@ -304,7 +315,7 @@ def start_warm(options: ReviewOptions, device: str) -> None:
         _warm[key] = start_judge(workdir, "job-0.json", options, device, WARM_LIMIT_S)
 
 
-def take_warm(options: ReviewOptions, device: str) -> Judge | None:
+def take_warm(options: ReviewOptions, device: str) -> Started | None:
     """The warm judge for a batch with these options, if one is still alive."""
     with _warm_lock:
         judge = _warm.pop(warm_key(options, device), None)
@@ -323,7 +334,6 @@ def close_warm() -> None:
         _end(judge)
 
 
-def _end(judge: Judge) -> None:
-    judge.cancel.set()
-    judge.thread.join()
+def _end(judge: Started) -> None:
+    judge.end()
     shutil.rmtree(judge.workdir, ignore_errors=True)

@@ -15,15 +15,17 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 from kskill.agents.problem import Problem
 from kskill.agents.reviewer import profiling
-from kskill.agents.reviewer.batch import CUDA_PROBE, sandbox_limits
+from kskill.agents.reviewer.batch import CUDA_PROBE, Started, sandbox_limits, start_sandboxed
 from kskill.agents.reviewer.channel import RUNNER_MODULE
 from kskill.agents.reviewer.models import Flag, Review, ReviewOptions
-from kskill.agents.reviewer.sandbox import python_module_argv, run_sandboxed
+from kskill.agents.reviewer.protocol import put_in_place
+from kskill.agents.reviewer.sandbox import python_module_argv
 
 # CUDA events may sit below ncu's kernel durations by noise (ncu flushes caches, replays kernels):
 # half of them, less a small allowance, is more than noise.
@@ -37,25 +39,40 @@ def unavailable_all(reason: str) -> dict[str, str]:
     return {name: reason for name in profiling.ncu_metric_names()}
 
 
-def run_ncu(workdir: Path, options: ReviewOptions, candidate: Path | None, timeout_s: float) -> Profile:
-    """ncu metrics of one forward of the candidate (or of the reference when candidate is None)."""
+def start_ncu(workdir: Path, options: ReviewOptions, tag: str, timeout_s: float) -> Started | None:
+    """ncu and its target started in workdir (None where ncu is not on PATH). The target imports
+    torch and waits for its job, so a batch can start it beside its judge and name the candidate
+    to profile once it knows the fastest."""
     ncu = shutil.which("ncu")
     if ncu is None:
+        return None
+    job_name = f"ncu-{tag}.json"
+    argv = [ncu, *profiling.ncu_arguments(str(workdir / f"ncu-{tag}.csv")),
+            *python_module_argv(RUNNER_MODULE, "--ncu", str(workdir / job_name))]
+    # ncu talks to its target over the loopback device, which a fresh network namespace lacks.
+    limits = sandbox_limits(options, timeout_s, address_space_limit=False, isolate_network=False)
+    return start_sandboxed(argv, workdir, job_name, limits, network_probe=CUDA_PROBE, log_name=f"ncu-{tag}.log")
+
+
+def finish_ncu(started: Started | None, options: ReviewOptions, candidate: Path | None, timeout_s: float) -> Profile:
+    """ncu metrics of one forward of the candidate (of the reference when candidate is None), by a
+    started ncu given its job now; it is stopped after timeout_s."""
+    if started is None:
         return {}, unavailable_all("ncu (Nsight Compute) is not on PATH"), {}
-    tag = "reference" if candidate is None else candidate.stem
+    workdir = started.workdir
     job = {"setup": {"problem_path": str(workdir / "problem.py"), "device": "cuda", "seed": options.seed,
                      "memory_fraction": options.gpu_memory_fraction},
            "candidate": None if candidate is None else {"path": str(candidate), "module": "kskill_candidate"}}
-    job_path = workdir / f"ncu-{tag}.json"
-    job_path.write_text(json.dumps(job))
-    report = workdir / f"ncu-{tag}.csv"
-    argv = [ncu, *profiling.ncu_arguments(str(report)), *python_module_argv(RUNNER_MODULE, "--ncu", str(job_path))]
-    # ncu talks to its target over the loopback device, which a fresh network namespace lacks.
-    limits = sandbox_limits(options, timeout_s, address_space_limit=False, isolate_network=False)
-    outcome = run_sandboxed(argv, workdir=workdir, limits=limits, network_probe=CUDA_PROBE)
+    put_in_place(started.job_path, json.dumps(job))
+    began = time.monotonic()
+    started.wait(timeout_s)
+    if "error" in started.result:
+        raise started.result["error"]
+    outcome = started.result["outcome"]
+    report = started.job_path.with_suffix(".csv")
     log = (report.read_text(errors="replace") if report.exists() else "") + "\n" + outcome.log
     detail: dict[str, Any] = {"network_isolated": False, "sandbox": outcome.isolation.get("sandbox"),
-                              "wall_s": outcome.wall_s}
+                              "wall_s": round(time.monotonic() - began, 2)}
     if outcome.timed_out:
         return {}, unavailable_all(f"ncu ran past {timeout_s:g} s"), detail
     rows = profiling.parse_ncu_csv(log)
@@ -64,6 +81,12 @@ def run_ncu(workdir: Path, options: ReviewOptions, candidate: Path | None, timeo
         return {}, unavailable_all(profiling.ncu_failure_reason(log)), detail
     obs, unavailable, more = profiling.ncu_observations(rows)
     return obs, unavailable, {**detail, **more}
+
+
+def run_ncu(workdir: Path, options: ReviewOptions, candidate: Path | None, timeout_s: float) -> Profile:
+    """ncu metrics of one forward of the candidate (or of the reference when candidate is None)."""
+    tag = "reference" if candidate is None else candidate.stem
+    return finish_ncu(start_ncu(workdir, options, tag, timeout_s), options, candidate, timeout_s)
 
 
 def reference_ncu(problem: Problem, workdir: Path, options: ReviewOptions, gpu: str, timeout_s: float) -> Profile:

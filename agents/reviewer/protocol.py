@@ -17,6 +17,8 @@ import hashlib
 import hmac
 import json
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 # Seeds, as offsets from the review's seed: trial k draws seed + k, and each other use has its own
@@ -78,3 +80,25 @@ class RecordReader:
 
     def close(self) -> None:
         self.file.close()
+
+
+# --- job files ---------------------------------------------------------------------------------
+# A sandboxed process may start before its job exists (a warm judge, a waiting Nsight Compute
+# target): it waits for the file, which the kskill process writes whole and renames into place.
+JOB_POLL_S = 0.005
+
+
+def put_in_place(path: Path, text: str) -> None:
+    """Write a file whole under a temporary name, then rename it: a reader waiting for it never sees half."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+def wait_for(path: Path) -> dict[str, Any]:
+    """The job, once the kskill process has put it in place; the file is gone when this returns."""
+    while not path.exists():
+        time.sleep(JOB_POLL_S)
+    job = json.loads(path.read_text())
+    path.unlink()
+    return job

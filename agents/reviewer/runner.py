@@ -36,7 +36,7 @@ import torch
 from kskill.agents.reviewer import channel, correctness, cuda_share, profiling, timing, transfer
 from kskill.agents.reviewer import dynamic_checks as dyn
 from kskill.agents.reviewer.correctness import changed_leaves, clone_tree, fingerprint, seeded_inputs, seeded_model
-from kskill.agents.reviewer.protocol import NCU_SEED, PROFILE_SEED, TIMING_SEED
+from kskill.agents.reviewer.protocol import NCU_SEED, PROFILE_SEED, TIMING_SEED, wait_for
 
 CONTAMINATED = 3  # exit status of a runner whose harness a candidate changed
 
@@ -374,9 +374,10 @@ def serve(link: channel.JudgeLink) -> int:
 
 
 def ncu_target(job_path: Path) -> int:
-    """The forward Nsight Compute measures: warmed up, then one call between profiler start and stop."""
-    job = json.loads(job_path.read_text())
-    job_path.unlink()
+    """The forward Nsight Compute measures: warmed up, then one call between profiler start and stop.
+    It may be started before the batch knows which candidate: it waits for its job."""
+    torch.cuda.init()
+    job = wait_for(job_path)
     with torch.no_grad():
         runner = Runner(job["setup"])
         forward = lambda: runner.reference(*inputs)  # noqa: E731

@@ -167,22 +167,23 @@ def run_sandboxed(argv: Sequence[str], *, workdir: Path, limits: SandboxLimits,
                   extra_env: Mapping[str, str] | None = None,
                   network_probe: tuple[str, ...] = (sys.executable, "-S", "-c", "pass"),
                   on_start: Callable[[dict[str, Any]], None] | None = None,
-                  cancel: threading.Event | None = None) -> SandboxOutcome:
+                  cancel: threading.Event | None = None, log_name: str = "worker.log") -> SandboxOutcome:
     """Run argv in workdir under the limits; never raises for anything the child does.
     `on_start(isolation)` hears what the sandbox isolates as soon as it runs (the outcome's record
-    adds the peaks seen). Setting `cancel` ends the sandbox as its time limit would.
+    adds the peaks seen). Setting `cancel` ends the sandbox as its time limit would. What it prints
+    goes to workdir/log_name (two sandboxes may share a workdir, not a log).
 
     Raises SandboxUnavailable when no sandbox works and `limits.unsandboxed_ok` is not set, and
     ReviewError when the sandbox that the probe chose cannot be built for this workdir.
     """
     pick = choose_sandbox if limits.unsandboxed_ok else require_sandbox
     choice = pick(tuple(network_probe), not limits.isolate_network)
-    return _run(argv, workdir, limits, extra_env or {}, choice, on_start, cancel)
+    return _run(argv, workdir, limits, extra_env or {}, choice, on_start, cancel, log_name)
 
 
 def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: Mapping[str, str],
          choice: SandboxChoice, on_start: Callable[[dict[str, Any]], None] | None = None,
-         cancel: threading.Event | None = None) -> SandboxOutcome:
+         cancel: threading.Event | None = None, log_name: str = "worker.log") -> SandboxOutcome:
     env, passed, dropped = allowed_environment(os.environ, {**workspace_environment(workdir), **extra_env})
     layout = None if choice.backend == "none" else build_layout(workdir, env, limits.hidden, argv[0])
     job = {
@@ -195,7 +196,7 @@ def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: M
         (workdir / SANDBOX_ROOT).mkdir(exist_ok=True)
     start = time.monotonic()
     ours, theirs = socket.socketpair()
-    with open(workdir / "worker.log", "wb") as log, ours:
+    with open(workdir / log_name, "wb") as log, ours:
         try:
             proc = subprocess.Popen(
                 [*_launcher(choice.backend, layout, choice.share_network), *INIT, str(theirs.fileno())],
@@ -213,7 +214,7 @@ def _run(argv: Sequence[str], workdir: Path, limits: SandboxLimits, extra_env: M
     limit = status.get("limit")
     return SandboxOutcome(
         returncode=status["returncode"] if "returncode" in status else proc.returncode, timed_out=timed_out,
-        memory_exceeded=limit == "memory", wall_s=time.monotonic() - start, log=_tail(workdir / "worker.log"),
+        memory_exceeded=limit == "memory", wall_s=time.monotonic() - start, log=_tail(workdir / log_name),
         network_isolated="net" in choice.namespaces, network_note=_network_note(choice), dropped_env=dropped,
         processes_exceeded=limit == "processes",
         limit_detail=status.get("detail", "") if limit in ("memory", "processes") else "",

@@ -14,18 +14,13 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
-import json
 import os
 import socket
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 from kskill.agents.reviewer.channel import RunnerProcess
-from kskill.agents.reviewer.protocol import RecordWriter
-
-JOB_POLL_S = 0.005
+from kskill.agents.reviewer.protocol import RecordWriter, wait_for
 
 
 def not_dumpable() -> str:
@@ -36,15 +31,6 @@ def not_dumpable() -> str:
     except (OSError, AttributeError):
         pass
     return "the judge could not make itself non-dumpable; its memory is as reachable as the runner's"
-
-
-def wait_for(path: Path) -> dict[str, Any]:
-    """The job, once the kskill process has put it in place (it renames a finished file there)."""
-    while not path.exists():
-        time.sleep(JOB_POLL_S)
-    job = json.loads(path.read_text())
-    path.unlink()
-    return job
 
 
 def main(argv: list[str] | None = None) -> int:

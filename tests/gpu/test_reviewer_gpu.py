@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kskill.agents.reviewer import ReviewOptions, review, review_batch
+from kskill.agents.reviewer import ReviewOptions, close_warm, review, review_batch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -170,3 +170,18 @@ try:
 except cuda_share.CudaShareError:
     print("too-small-refused")
 """
+
+
+def test_a_warm_judge_and_a_waiting_ncu_serve_the_next_batch(tmp_path):
+    """keep_warm starts the next batch's judge beside this one; ncu's target waits for the fastest."""
+    try:
+        first = review_batch(RELU, [TRITON_RELU], options(), keep_warm=True)[0]
+        second = review_batch(RELU, [TRITON_RELU], options())[0]
+    finally:
+        close_warm()
+    assert first.passed and second.passed, (first.failure_message, second.failure_message)
+    for r in (first, second):
+        assert "ncu" in r.profile and (r.observations.get("sm_throughput_pct") is not None
+                                       or "not on PATH" in r.unavailable.get("sm_throughput_pct", "")), r.unavailable
+    cold, warm = first.profile["batch"]["phases"]["start"], second.profile["batch"]["phases"]["start"]
+    assert warm < 0.5 * cold, (warm, cold)
