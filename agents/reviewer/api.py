@@ -165,7 +165,10 @@ class SandboxedBatch:
 
     def run(self) -> None:
         # ncu and its target start beside the judge and wait: the fastest candidate is named at the end.
-        ncu = nsight.start_ncu(self.workdir, self.options, "fastest", WARM_LIMIT_S) if self.ncu else None
+        # Not where the reference may need its profile too: two ncu at once stalled each other on the
+        # H200 (the second waited out its time limit), so both then run one after the other.
+        waiting = self.ncu and not self.options.profile_cache_dir
+        ncu = nsight.start_ncu(self.workdir, self.options, "fastest", WARM_LIMIT_S) if waiting else None
         try:
             self.batch.run()
             error = self.batch.problem_error
@@ -212,8 +215,11 @@ class SandboxedBatch:
         if fastest is not None:
             budget = self.time_left(self.options.ncu_timeout_s)
             began = time.monotonic()
-            profile = (nsight.finish_ncu(ncu, self.options, self.paths[fastest], budget) if budget > 1
-                       else ({}, nsight.unavailable_all("the time budget ran out before Nsight Compute"), {}))
+            if budget > 1:
+                started = ncu or nsight.start_ncu(self.workdir, self.options, "fastest", budget)
+                profile = nsight.finish_ncu(started, self.options, self.paths[fastest], budget)
+            else:
+                profile = {}, nsight.unavailable_all("the time budget ran out before Nsight Compute"), {}
             self.batch.spent("ncu", time.monotonic() - began)
             nsight.add_ncu(reviews[fastest], profile)
             self.give(fastest, reviews[fastest])
