@@ -191,8 +191,7 @@ def build_report(meta: dict[str, Any], summary: dict[str, Any], rows: list[dict[
             f"all; mean iterations to the best {fmt(run['mean_iterations_to_best'], '.1f')}; "
             f"LLM tokens {run['tokens']}, cost ${run['cost_usd']:.2f}. Review time per candidate after the seed "
             f"(median of {run['batches_after_seed']} batches): {fmt(run['median_review_s_per_candidate'], '.1f', ' s')}; "
-            f"slowest seed review {fmt(run['max_seed_review_s'], '.1f', ' s')}; "
-            f"largest overrun of the time limit {fmt(run['max_overrun_s'], '.1f', ' s')}.")
+            f"slowest seed review {fmt(run['max_seed_review_s'], '.1f', ' s')}; " + _overrun(run['max_overrun_s']) + ".")
     sections = [Section("Summary", [head]), protocol_card(meta), scores_section(summary), fast_p_section(summary)]
     if modes:
         sections.append(compile_section(summary, modes))
@@ -310,3 +309,12 @@ def compare_sections(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str
     if only:
         sections.append(Section("In one of them only", [", ".join(only)]))
     return sections
+
+
+def _overrun(seconds: float | None) -> str:
+    """The largest overrun of optimize's time limit, in words (none: every run ended within it)."""
+    if seconds is None:
+        return "no time limit"
+    if seconds <= 0:
+        return f"no run went past its time limit (the longest ended {-seconds:.1f} s before it)"
+    return f"largest overrun of the time limit {seconds:.1f} s"

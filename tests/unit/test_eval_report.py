@@ -106,3 +106,11 @@ def test_compare_sets_two_evaluations_side_by_side(tmp_path):
     assert [s["title"] for s in data["sections"]] == ["Protocols", "Scores", "Problems in both"]
     missing = CliRunner().invoke(cli, ["eval", "compare", str(first), str(tmp_path)])
     assert missing.exit_code != 0 and "no readable results.json" in str(missing.exception or missing.output)
+
+
+def test_the_summary_says_no_run_overran_instead_of_a_negative_overrun():
+    from kskill.eval.suite_report import _overrun
+
+    assert _overrun(-17.1) == "no run went past its time limit (the longest ended 17.1 s before it)"
+    assert _overrun(13.2) == "largest overrun of the time limit 13.2 s"
+    assert _overrun(None) == "no time limit"
