@@ -2,9 +2,9 @@
 
 The judge (judge.py) restarts the runner itself when a candidate crashes, hangs, runs out of
 memory or poisons CUDA. What is left is covered here: the judge dying too (a candidate that kills
-its parent, a sandbox limit), and the time limit of the whole call, which is the sandbox's
-timeout for each judge run. The judge's signed records are read while it runs, so a verdict
-reaches the caller as soon as it is final.
+its parent, a sandbox limit), and the time limit of the whole call, at which the judge's sandbox
+is ended. The judge's signed records are read while it runs, so a verdict reaches the caller as
+soon as it is final. A judge may be started before its batch (warm judges, at the end).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ What holds, and why:
   so /proc/<pid>/mem and ptrace are closed to it; only the runner's memory is ever shared).
   Patching compare_outputs in the runner patches nothing that decides.
 - A forged verdict is not believed: records are signed with a key the runner never sees, in a
-  file whose name is gone before the runner starts (protocol.py).
+  file whose name is gone before any candidate code runs (protocol.py, worker.py).
 - A crash, a hang, an out-of-memory or a poisoned CUDA context ends only the runner: this process
   classifies the candidate in flight and starts a fresh runner for the others (channel.py).
 - Timing is measured in the runner, beside the candidate, because that is where its kernels run.

@@ -2,7 +2,7 @@
 
 The kskill process writes a job file for the worker (the judge, worker.py) and reads back a
 stream of records: one JSON line each, appended to a file the kskill process opened before the
-judge started. Each line carries an HMAC-SHA256 of its payload under a key that only the two of
+judge read its job. Each line carries an HMAC-SHA256 of its payload under a key that only the two of
 them hold: the job file that carries it is deleted before any candidate code starts, and the
 judge unlinks the record file's name once it has opened it, so the candidate's process can
 neither find the file nor sign a line. A line that fails the check is ignored.
