@@ -165,8 +165,9 @@ class SandboxedBatch:
 
     def run(self) -> None:
         # ncu and its target start beside the judge and wait: the fastest candidate is named at the end.
-        # Not where the reference may need its profile too: two ncu at once stalled each other on the
-        # H200 (the second waited out its time limit), so both then run one after the other.
+        # Not where the reference may need its profile too: a batch that ran the reference's ncu while
+        # the waiting one was up did not finish in 230 s on the H200 (one ncu at a time, as here, is
+        # what ran there), so both then run one after the other.
         waiting = self.ncu and not self.options.profile_cache_dir
         ncu = nsight.start_ncu(self.workdir, self.options, "fastest", WARM_LIMIT_S) if waiting else None
         try:
