@@ -165,9 +165,8 @@ class SandboxedBatch:
 
     def run(self) -> None:
         # ncu and its target start beside the judge and wait: the fastest candidate is named at the end.
-        # Not where the reference may need its profile too: a batch that ran the reference's ncu while
-        # the waiting one was up did not finish in 230 s on the H200 (one ncu at a time, as here, is
-        # what ran there), so both then run one after the other.
+        # Not where the reference needs a profile too: on the H200, a batch whose reference was profiled
+        # while the waiting ncu was up did not finish in 230 s, so those two run one after the other.
         waiting = self.ncu and not self.options.profile_cache_dir
         ncu = nsight.start_ncu(self.workdir, self.options, "fastest", WARM_LIMIT_S) if waiting else None
         try:
