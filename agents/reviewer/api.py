@@ -125,6 +125,8 @@ def review_batch(problem: str | Path | Problem, candidates: Sequence[str | Path 
         try:
             SandboxedBatch(problem, loaded, bases, options, device, workdir, deadline, delivery, warm).run()
         finally:
+            if warm is not None:
+                warm.end()  # done already, unless the batch failed before giving it its job
             if not options.keep_workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
     return delivery.done()
