@@ -89,6 +89,7 @@ def host_stamp() -> dict[str, str]:
             "host": socket.gethostname()}
 
 
+@functools.lru_cache(maxsize=None)
 def lane_device_name(device: str, gpu: str | None) -> str:
     """The name of the GPU a lane runs on, as torch gives it (nvidia-smi's is the same); "cpu" without one."""
     if device != "cuda":

@@ -217,12 +217,8 @@ class BatchRun:
         judge = judge or start_judge(self.workdir, f"job-{attempt}.json", self.options, self.device, limit)
         put_in_place(judge.job_path, json.dumps(self.job(key, records)))
         state: dict[str, Any] = {"phase": None, "done": False, "clock": ("start", time.monotonic())}
-
-        def poll() -> None:
-            self.isolation = self.isolation or judge.isolation
-            self.absorb(reader.read(), state)
-
-        judge.wait(limit, poll)
+        self.isolation = self.isolation or judge.isolation  # filled in as the sandbox starts
+        judge.wait(limit, lambda: self.absorb(reader.read(), state))
         self.absorb(reader.read(), state)
         reader.close()
         self.clock(state, "exit")
