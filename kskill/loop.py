@@ -229,7 +229,7 @@ class ReviewBatch(Node):
             for i, review in enumerate(reviews):
                 on_result(i, review)
         if taken:
-            state.batches.append({"candidates": len(taken), "seconds": round(time.monotonic() - began, 2),
+            state.batches.append({"candidates": len(taken), "seconds": time.monotonic() - began,
                                   "seed": any(a.kind == "seed" for a in pending), "began_s": round(began_s, 2),
                                   "phases": _phases(reviews)})
         return Diagnose()

@@ -32,7 +32,7 @@ def summary(state: RunState) -> dict[str, Any]:
         "fastest_verified": None if fastest is None else {"attempt": fastest.n, "speedup": fastest.speedup},
         "timings_representative": state.timings_representative, "model_new": str(state.out_dir / MODEL_FILE),
         "report": str(state.out_dir / REPORT_FILE), "usage": asdict(state.total_usage), "learned": state.learned,
-        "usage_by_agent": usage_by_agent(state), "review_batches": state.batches,
+        "usage_by_agent": usage_by_agent(state), "review_batches": [{**b, "seconds": round(b["seconds"], 2)} for b in state.batches],
         "confirm_batch": state.confirm_batch, "elapsed_s": round(state.elapsed(), 2),
         "trajectory": [trajectory_row(state, n) for n in sorted(state.attempts)],
     }

@@ -125,7 +125,8 @@ class RunState:
     declined: dict[int, dict[str, str]] = field(default_factory=dict)  # parent -> technique/variant -> why not
     diagnosed: set[int] = field(default_factory=set)  # failed attempts the Diagnoser has seen
     plans: int = 0  # plan rounds so far (Decisions are numbered by it)
-    batches: list[dict[str, Any]] = field(default_factory=list)  # each review batch: candidates, seconds, seed, phases
+    # Each review batch: candidates, seconds (unrounded: review_s divides by them), seed, phases.
+    batches: list[dict[str, Any]] = field(default_factory=list)
     confirm_batch: dict[str, Any] = field(default_factory=dict)  # the end-of-run re-timing, as a batch above
     stale_plans: int = 0  # rounds in a row that gained less than min_gain
     best_at_last_plan: float = 0.0
