@@ -4,9 +4,10 @@
 # Tests that `make test-fast` leaves out: the long loop and retrieval runs, the GPU tier and the fuzzing.
 FAST = not slow and not gpu and not reliability
 # Test processes (pytest-xdist), each taking whole files: most tests hold one core, and a file's
-# module fixtures are built once. The slowest tests are listed at the end.
+# module fixtures are built once. Files go out in the order tests/conftest.py sets (long files
+# first), not xdist's own (most tests first). The slowest tests are listed at the end.
 WORKERS ?= 2
-PYTEST = .venv/bin/python -m pytest -q -n $(WORKERS) --dist loadfile --durations=15
+PYTEST = .venv/bin/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 setup:
 	bash scripts/setup.sh --dev

@@ -15,6 +15,23 @@ from pathlib import Path
 import pytest
 
 _graph_numbers = itertools.count()
+LONG_MARKS = ("slow", "reliability", "llm")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with long tests run first, those with the most tests first among them; each file keeps
+    its order. `make test` hands whole files to its processes in this order (pytest-xdist's
+    `--dist loadfile --no-loadscope-reorder`): a long file handed out last would leave the other
+    core idle until it ends."""
+    by_file: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(item.path, []).append(item)
+
+    def rank(tests: list[pytest.Item]) -> tuple[bool, int]:
+        long = any(test.get_closest_marker(mark) for test in tests for mark in LONG_MARKS)
+        return not long, -len(tests)
+
+    items[:] = [item for tests in sorted(by_file.values(), key=rank) for item in tests]
 
 
 @pytest.fixture(autouse=True)

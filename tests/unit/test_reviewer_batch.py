@@ -53,7 +53,8 @@ def test_a_mixed_batch_gives_each_candidate_its_own_class_and_times_the_good_one
                   CANDIDATES / "adversarial" / "alias_input.py"]
     delivered: list[int] = []
     started = time.monotonic()
-    reviews = review_batch(RELU, candidates, ReviewOptions(device="cpu", timeout_s=30, memory_limit_mb=3000,
+    # The hang costs its whole limit: 10 s, over 10 times what the honest candidate's checks take.
+    reviews = review_batch(RELU, candidates, ReviewOptions(device="cpu", timeout_s=10, memory_limit_mb=3000,
                                                            static_checks=False, profile=False),
                            on_result=lambda i, r: delivered.append(i))
     classes = [r.failure_class for r in reviews]
@@ -63,7 +64,7 @@ def test_a_mixed_batch_gives_each_candidate_its_own_class_and_times_the_good_one
     assert good.passed and good.timing is not None and good.timing.functions_timed == 2
     assert all(r.timing is None for r in reviews[1:])
     assert "SIGSEGV" in reviews[2].failure_message and "status 7" in reviews[3].failure_message
-    assert "30 s limit" in reviews[4].failure_message
+    assert "10 s limit" in reviews[4].failure_message
     # Each review is handed over once, as soon as it is final: the failures first, the timed one last.
     assert sorted(delivered) == list(range(len(candidates))) and delivered[-1] == 0
     elapsed = time.monotonic() - started
@@ -76,11 +77,12 @@ def test_a_mixed_batch_gives_each_candidate_its_own_class_and_times_the_good_one
 
 def test_the_time_limit_holds_while_a_review_is_in_flight_and_finished_reviews_are_kept():
     started = time.monotonic()
+    # 30 s: the first two candidates take seconds (the judge's start included), then the hang waits it out.
     reviews = review_batch(RELU, [CANDIDATES / "broken" / "wrong_values.py", CANDIDATES / "broken" / "syntax_error.py",
                                   HANG, CANDIDATES / "honest" / "relu_triton.py"],
-                           ReviewOptions(device="cpu", timeout_s=300, profile=False), time_limit_s=60)
+                           ReviewOptions(device="cpu", timeout_s=300, profile=False), time_limit_s=30)
     elapsed = time.monotonic() - started
-    assert elapsed < 60 + 15, elapsed
+    assert elapsed < 30 + 15, elapsed
     assert [r.failure_class for r in reviews] == ["numeric", "compile", "timeout", "timeout"]
     assert reviews[0].correctness.trials_run == 7  # finished before the budget ran out, and kept
     assert all("time budget ran out" in r.failure_message for r in reviews[2:])
