@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pytest
 
+# One thread per process: `make test` runs two test processes on two cores, each often beside the
+# sandboxed workers or commands it started, on small tensors. With OpenMP's default of a thread
+# per core, the processes' threads spin waiting on each other (an ingest beside three others took
+# twice the CPU time). Set before torch is imported; subprocesses and review workers inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 _graph_numbers = itertools.count()
 LONG_MARKS = ("slow", "reliability", "llm")
 

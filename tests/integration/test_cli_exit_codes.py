@@ -157,7 +157,8 @@ def test_a_reference_that_cannot_run_is_an_error(kskill, files):
     code, _, err = kskill("plan", str(files["arity"]))
     assert code == 1, err
     one_line_error(err, "arity", "missing 1 required positional argument")
-    code, out, err = kskill("optimize", str(files["arity"]), "--device", "cpu", "--json")
+    # Without retrieval: its embedding model would load (seconds) for a run that cannot start.
+    code, out, err = kskill("optimize", str(files["arity"]), "--device", "cpu", "--retrieval", "off", "--json")
     assert code == 1 and out == "", err
     last = err.rstrip().splitlines()[-1]
     assert last.startswith("error: ") and "arity" in last and "missing 1 required positional argument" in last, err

@@ -24,6 +24,8 @@ import pytest
 import kskill
 from kskill.eval.results import csv_fields
 
+pytestmark = pytest.mark.slow  # three optimize runs and their baselines, in subprocesses
+
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 EXAMPLES = Path(kskill.__file__).parent / "examples"
 CHROMIUM = Path("/usr/bin/chromium")
