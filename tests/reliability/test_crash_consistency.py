@@ -90,17 +90,19 @@ def _wait_for(check, timeout: float, what: str, proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
-def _attempts(run_id: str, env: dict[str, str]) -> list[dict]:
-    shown = _kskill(["runs", "show", run_id, "--json"], env)
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    return json.loads(shown.stdout)["attempts"]
+def _shown(run_id: str, kskill_main) -> dict:
+    code, out, err = kskill_main("runs", "show", run_id, "--json")
+    assert code == 0, err[-2000:]
+    return json.loads(out)
 
 
 @pytest.mark.parametrize(("point", "arrival", "target", "mode"), SELECTED,
                          ids=[f"{p}:{a}-{t}-{m}" for p, a, t, m in SELECTED])
-def test_killed_run_resumes_consistently(tmp_path, point, arrival, target, mode):
+def test_killed_run_resumes_consistently(tmp_path, monkeypatch, kskill_main, point, arrival, target, mode):
+    """The killed run and its resume are processes of their own; what they left is read in this one."""
     home, out, mark = tmp_path / "home", tmp_path / "run", tmp_path / "fault.mark"
     env = {**os.environ, "KSKILL_HOME": str(home)}
+    monkeypatch.setenv("KSKILL_HOME", str(home))
     faulty = {**env, "KSKILL_FAULT_AT": f"{point}:{arrival}", "KSKILL_FAULT_MARK": str(mark),
               "KSKILL_FAULT_MODE": mode}
     proc = subprocess.Popen([*KSKILL, "optimize", str(PROBLEM), *ARGS, "--out", str(out)], env=faulty,
@@ -116,15 +118,16 @@ def test_killed_run_resumes_consistently(tmp_path, point, arrival, target, mode)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     try:
-        listed = json.loads(_kskill(["runs", "list", "--json"], env).stdout)
+        listed = json.loads(kskill_main("runs", "list", "--json")[1])
         assert len(listed) == 1 and listed[0]["status"] in ("running", "interrupted"), listed
         run_id = listed[0]["id"]
-        acknowledged = {a["n"]: a for a in _attempts(run_id, env) if a["status"] != "pending"}
+        acknowledged = {a["n"]: a for a in _shown(run_id, kskill_main)["attempts"] if a["status"] != "pending"}
 
         resumed = _kskill(["optimize", "--resume", run_id, "--json"], env)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
-        attempts = _attempts(run_id, env)
-        assert json.loads(_kskill(["runs", "show", run_id, "--json"], env).stdout)["run"]["status"] == "finished"
+        shown = _shown(run_id, kskill_main)
+        attempts = shown["attempts"]
+        assert shown["run"]["status"] == "finished"
         assert [a["n"] for a in attempts] == list(range(len(attempts))), "attempt numbers without gaps"
         assert all(a["status"] != "pending" for a in attempts)
         assert len({a["code_hash"] for a in attempts}) == len(attempts), "no attempt repeated"
@@ -137,7 +140,7 @@ def test_killed_run_resumes_consistently(tmp_path, point, arrival, target, mode)
             if a["status"] not in ("unreviewed",):
                 assert json.loads((folder / "review.json").read_text())["candidate_hash"] == a["code_hash"]
         assert (out / "model_new.py").is_file() and (out / "report.md").is_file()
-        check = _kskill(["graph", "check"], env)
-        assert check.returncode == 0 and "0 problem(s)" in check.stdout, check.stdout + check.stderr
+        code, checked, err = kskill_main("graph", "check")
+        assert code == 0 and "0 problem(s)" in checked, checked + err
     finally:
-        _kskill(["graph", "stop"], env, timeout=120)
+        kskill_main("graph", "stop")
