@@ -1,5 +1,6 @@
 """`kskill optimize` killed mid-run (SIGKILL, no chance to clean up) continues with `--resume RUN`
-from the graph and the run directory, without repeating or losing an attempt."""
+from the graph and the run directory, without repeating or losing an attempt. The killed run and the
+resume are processes of their own; what they left is read in the test's process."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ def _reviews(out: Path) -> list[Path]:
     return sorted(out.glob("attempts/*/review.json"))
 
 
-def test_resume_after_a_killed_run(tmp_path):
+def test_resume_after_a_killed_run(tmp_path, monkeypatch, kskill_main):
     env = {**os.environ, "KSKILL_HOME": str(tmp_path / "home")}
+    monkeypatch.setenv("KSKILL_HOME", env["KSKILL_HOME"])
     out = tmp_path / "run"
     args = ["optimize", str(PROBLEM), "--iterations", "5", "--trials", "1", "--retrieval", "lexical",
             "--device", "cpu", "--out", str(out)]
@@ -43,10 +45,10 @@ def test_resume_after_a_killed_run(tmp_path):
     reviewed_before = {p.parent.name for p in _reviews(out)}
     assert not (out / "model_new.py").exists()
 
-    listed = json.loads(_kskill(["runs", "list", "--json"], env).stdout)
+    listed = json.loads(kskill_main("runs", "list", "--json")[1])
     assert len(listed) == 1 and listed[0]["status"] == "running"
     run_id = listed[0]["id"]
-    shown = json.loads(_kskill(["runs", "show", run_id, "--json"], env).stdout)
+    shown = json.loads(kskill_main("runs", "show", run_id, "--json")[1])
     attempts_before = {a["n"]: a for a in shown["attempts"]}
 
     resumed = _kskill(["optimize", "--resume", run_id, "--json"], env)
@@ -55,7 +57,7 @@ def test_resume_after_a_killed_run(tmp_path):
     assert summary["run"] == run_id and summary["stop_reason"]
     assert (out / "model_new.py").is_file() and (out / "report.md").is_file()
 
-    shown = json.loads(_kskill(["runs", "show", run_id, "--json"], env).stdout)
+    shown = json.loads(kskill_main("runs", "show", run_id, "--json")[1])
     assert shown["run"]["status"] == "finished"
     attempts = shown["attempts"]
     assert [a["n"] for a in attempts] == list(range(len(attempts))) and len(attempts) > len(reviewed_before) + 1
@@ -71,5 +73,5 @@ def test_resume_after_a_killed_run(tmp_path):
     assert summary["reviewed"] == min(5, len(attempts) - 1) or "no technique left" in summary["stop_reason"] \
         or "plans in a row" in summary["stop_reason"]
 
-    again = _kskill(["optimize", "--resume", run_id], env)
-    assert again.returncode == 1 and "is finished" in again.stderr
+    code, _, err = kskill_main("optimize", "--resume", run_id)
+    assert code == 1 and "is finished" in err
