@@ -152,7 +152,7 @@ def test_review_stops_its_worker(place, signum):
 
 
 @pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda s: signal.Signals(s).name)
-def test_optimize_stops_marks_the_run_interrupted_and_says_how_to_resume(place, signum):
+def test_optimize_stops_marks_the_run_interrupted_and_says_how_to_resume(place, signum, monkeypatch, kskill_main):
     home, tmpdir, env, token = place
     problem = tmpdir.parent / "problem.py"
     # Hangs in the run's first review: the check before the run (one trial) calls the reference 3 times,
@@ -166,9 +166,9 @@ def test_optimize_stops_marks_the_run_interrupted_and_says_how_to_resume(place, 
     assert resume, err
     assert_nothing_left(tmpdir, token)
     run_id = resume.group(1)
-    shown = subprocess.run([KSKILL, "runs", "show", run_id, "--json"], env=env, capture_output=True, text=True,
-                           timeout=120)
-    assert '"status": "interrupted"' in shown.stdout, shown.stdout + shown.stderr
+    monkeypatch.setenv("KSKILL_HOME", str(home))
+    _, shown, err = kskill_main("runs", "show", run_id, "--json")  # read in this process
+    assert '"status": "interrupted"' in shown, shown + err
     out_dir = home / "runs" / run_id
     take_lock(out_dir)  # released: this process can take it
     release_lock(out_dir)
