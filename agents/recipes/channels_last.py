@@ -1,35 +1,66 @@
-"""channels_last: NHWC memory format for convolutions and their fused epilogues.
+"""channels_last: channels-last memory format for 2-d and 3-d convolutions (plain and transposed).
 
-The convolution's input and weight are converted to channels_last, cuDNN's preferred layout for
-its tensor-core kernels, and the fused epilogue walks its flat domain in NHWC order so every access
-stays contiguous.
+A convolution with an epilogue (its bias, pointwise ops after it) becomes a region as in
+gemm_epilogue_fusion: cuDNN runs on channels-last input and weight (NHWC, or NDHWC for 3-d), which
+selects its faster kernels, without its bias, and the fused epilogue walks the output in that memory
+order so every access stays contiguous. A convolution with nothing after it only gets its input in
+channels-last, and returns its output so (the values are the same; the strides differ). A `.view`
+of such an output, which needs contiguous memory, gets a contiguous copy first.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kskill.agents.recipes.base import Recipe
-from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.base import AnchorRecipe
+from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS, gemm_region
+from kskill.agents.recipes.graph import Graph, Node, Ref
+from kskill.agents.recipes.templates.common import MEMORY_FORMATS
 
 
-class ChannelsLast(Recipe):
+class ChannelsLast(AnchorRecipe):
     id = "channels_last"
-    summary = "NHWC memory format for convolution stacks and their fused epilogues"
+    summary = "channels-last memory format for 2-d/3-d convolutions and their fused epilogues"
+
+    def match(self, node: Node, graph: Graph) -> Any:
+        return gemm_region(node, graph) if node.op in CHANNELS_LAST_OPS else None
 
     def sites(self, graph: Graph) -> list[str]:
-        return [n.name for n in graph.nodes if n.op == "conv2d"]
+        return [n.name for n in graph.nodes if _alone(n) or self.match(n, graph) is not None]
 
     def absent_reason(self) -> str:
-        return "no 2-d convolution"
+        return "no 2-d or 3-d convolution module"
 
     def configure(self, ctx: Any) -> None:
-        if any(r.kind == "gemm" and r.anchor.op == "conv2d" for r in ctx.regions):
+        regions = [r for r in ctx.regions if r.kind == "gemm" and r.anchor.op in CHANNELS_LAST_OPS]
+        claimed = ctx.claimed()
+        overrides = ctx.flags.setdefault("code_override", {})
+        channels_last = {r.extra.get("output", r.anchor.name) for r in regions}
+        if regions:
+            for r in regions:
+                channels_last |= set(r.epilogue.outputs if r.epilogue else ())
             ctx.flags["nhwc"] = True
+            ctx.notes.append("channels_last: the layout can change cuDNN's algorithm; where cuDNN computes in "
+                             "TF32 (PyTorch's default) results may then differ from the NCHW reference by TF32 "
+                             "rounding, which the correctness trials judge")
+        for node in ctx.graph.nodes:
+            if node.name not in claimed and _alone(node):
+                source = node.args[0].name
+                overrides[node.name] = (f"self.{node.module}({source}.contiguous("
+                                        f"memory_format={MEMORY_FORMATS[len(node.shape)]}))")
+                channels_last.add(node.name)
+        for node in ctx.graph.nodes:
+            source = node.args[0].name if node.op == "view" and node.args and isinstance(node.args[0], Ref) else None
+            if source in channels_last and node.code.startswith(f"{source}.view("):
+                overrides[node.name] = f"{source}.contiguous(){node.code[len(source):]}"
+        if channels_last:
             ctx.mark(self.id)
-            ctx.notes.append("channels_last: NHWC changes cuDNN's algorithm; with cuDNN TF32 on (PyTorch's "
-                             "default) the result then differs from an NCHW reference by TF32 rounding (~1e-3 "
-                             "relative), beyond fp32 1e-4 tolerances: use it with allow_tf32 off or looser tolerances")
+
+
+def _alone(node: Node) -> bool:
+    """A convolution module called on one input, which only needs its input converted."""
+    return (node.op in CHANNELS_LAST_OPS and node.module is not None and len(node.args) == 1
+            and isinstance(node.args[0], Ref) and len(node.shape) in MEMORY_FORMATS)
 
 
 RECIPE = ChannelsLast()
