@@ -3,8 +3,9 @@
 A convolution with an epilogue (its bias, pointwise ops after it) becomes a region as in
 gemm_epilogue_fusion: cuDNN runs on channels-last input and weight (NHWC, or NDHWC for 3-d), which
 selects its faster kernels, without its bias, and the fused epilogue walks the output in that memory
-order so every access stays contiguous. A convolution with nothing after it only gets its input in
-channels-last, and returns its output so (the values are the same; the strides differ). A `.view`
+order so every access stays contiguous. A convolution with nothing after it only gets its input and weight
+in channels-last (cuDNN picks its kernels by both), and returns its output so (the values are the
+same; the strides differ). A `.view`
 of such an output, which needs contiguous memory, gets a contiguous copy first.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe
-from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS, gemm_region
+from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS, gemm_region, product_text
 from kskill.agents.recipes.graph import Graph, Node, Ref
 from kskill.agents.recipes.templates.common import MEMORY_FORMATS
 
@@ -45,9 +46,10 @@ class ChannelsLast(AnchorRecipe):
                              "rounding, which the correctness trials judge")
         for node in ctx.graph.nodes:
             if node.name not in claimed and _alone(node):
-                source = node.args[0].name
-                overrides[node.name] = (f"self.{node.module}({source}.contiguous("
-                                        f"memory_format={MEMORY_FORMATS[len(node.shape)]}))")
+                fmt = f"contiguous(memory_format={MEMORY_FORMATS[len(node.shape)]})"
+                bias = f"self.{node.module}.bias" if node.attrs.get("has_bias") else "None"
+                overrides[node.name] = product_text(node, f"{node.args[0].name}.{fmt}",
+                                                    f"self.{node.module}.weight.{fmt}", bias)
                 channels_last.add(node.name)
         for node in ctx.graph.nodes:
             source = node.args[0].name if node.op == "view" and node.args and isinstance(node.args[0], Ref) else None

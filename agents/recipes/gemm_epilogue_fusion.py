@@ -67,16 +67,16 @@ def anchor_inputs(anchor: Node) -> tuple[Any, Any, Any]:
     return anchor.args[0], anchor.args[1], None
 
 
-def product_text(anchor: Node, a: str, w: str) -> str:
-    """PyTorch text for the product without its bias."""
+def product_text(anchor: Node, a: str, w: str, bias: str = "None") -> str:
+    """PyTorch text for the product (without its bias unless `bias` names it)."""
     if anchor.op == "linear":
         return f"torch.nn.functional.linear({a}, {w})"
     at = anchor.attrs
     if anchor.op in CONV_OPS:
-        return (f"torch.nn.functional.{anchor.op}({a}, {w}, None, {at['stride']!r}, {at['padding']!r}, "
+        return (f"torch.nn.functional.{anchor.op}({a}, {w}, {bias}, {at['stride']!r}, {at['padding']!r}, "
                 f"{at['dilation']!r}, {at['groups']})")
     if anchor.op in TRANSPOSED_CONV_OPS:
-        return (f"torch.nn.functional.{anchor.op}({a}, {w}, None, {at['stride']!r}, {at['padding']!r}, "
+        return (f"torch.nn.functional.{anchor.op}({a}, {w}, {bias}, {at['stride']!r}, {at['padding']!r}, "
                 f"{at['output_padding']!r}, {at['groups']}, {at['dilation']!r})")
     return f"torch.matmul({a}, {w})"
 

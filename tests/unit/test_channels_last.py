@@ -84,7 +84,9 @@ DEPTHWISE = '''class Model(nn.Module):
 def test_a_lone_conv_gets_its_input_in_channels_last_and_returns_its_output_so():
     cand = check(problem(DEPTHWISE, "[torch.rand(2, 6, 7, 9)]"), ["channels_last"])
     assert cand.applied == ["channels_last"]
-    assert "self.conv2d(x.contiguous(memory_format=torch.channels_last))" in cand.source
+    assert ("torch.nn.functional.conv2d(x.contiguous(memory_format=torch.channels_last), "
+            "self.conv2d.weight.contiguous(memory_format=torch.channels_last), None, (1, 1), (0, 0), (1, 1), 6)"
+            in cand.source)
     namespace = load(cand.source)
     out = namespace["ModelNew"]()(torch.rand(2, 6, 7, 9))
     assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
