@@ -5,8 +5,8 @@ gemm_epilogue_fusion: cuDNN runs on channels-last input and weight (NHWC, or NDH
 selects its faster kernels, without its bias, and the fused epilogue walks the output in that memory
 order so every access stays contiguous. A convolution with nothing after it only gets its input and weight
 in channels-last (cuDNN picks its kernels by both), and returns its output so (the values are the
-same; the strides differ). A `.view`
-of such an output, which needs contiguous memory, gets a contiguous copy first.
+same; the strides differ). A PyTorch op after either that does not keep the layout (a `.view`,
+a group norm) gets the output in NCHW first (LAYOUT_KEEPING).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from kskill.agents.recipes.base import AnchorRecipe
 from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS, gemm_region, product_text
 from kskill.agents.recipes.graph import Graph, Node, Ref
+from kskill.agents.recipes.regions import is_pointwise
 from kskill.agents.recipes.templates.common import MEMORY_FORMATS
 
 
@@ -33,30 +34,39 @@ class ChannelsLast(AnchorRecipe):
         return "no 2-d or 3-d convolution module"
 
     def configure(self, ctx: Any) -> None:
+        graph = ctx.graph
         regions = [r for r in ctx.regions if r.kind == "gemm" and r.anchor.op in CHANNELS_LAST_OPS]
         claimed = ctx.claimed()
         overrides = ctx.flags.setdefault("code_override", {})
-        channels_last = {r.extra.get("output", r.anchor.name) for r in regions}
+        for region in regions:
+            outputs = region.epilogue.outputs if region.epilogue else [region.extra.get("output", region.anchor.name)]
+            region.extra["contiguous_outputs"] = {o for o in outputs if _needs_contiguous(o, graph, claimed)}
         if regions:
-            for r in regions:
-                channels_last |= set(r.epilogue.outputs if r.epilogue else ())
             ctx.flags["nhwc"] = True
             ctx.notes.append("channels_last: the layout can change cuDNN's algorithm; where cuDNN computes in "
                              "TF32 (PyTorch's default) results may then differ from the NCHW reference by TF32 "
                              "rounding, which the correctness trials judge")
-        for node in ctx.graph.nodes:
-            if node.name not in claimed and _alone(node):
-                fmt = f"contiguous(memory_format={MEMORY_FORMATS[len(node.shape)]})"
-                bias = f"self.{node.module}.bias" if node.attrs.get("has_bias") else "None"
-                overrides[node.name] = product_text(node, f"{node.args[0].name}.{fmt}",
-                                                    f"self.{node.module}.weight.{fmt}", bias)
-                channels_last.add(node.name)
-        for node in ctx.graph.nodes:
-            source = node.args[0].name if node.op == "view" and node.args and isinstance(node.args[0], Ref) else None
-            if source in channels_last and node.code.startswith(f"{source}.view("):
-                overrides[node.name] = f"{source}.contiguous(){node.code[len(source):]}"
-        if channels_last:
+        alone = [n for n in graph.nodes if n.name not in claimed and _alone(n)]
+        for node in alone:
+            fmt = f"contiguous(memory_format={MEMORY_FORMATS[len(node.shape)]})"
+            bias = f"self.{node.module}.bias" if node.attrs.get("has_bias") else "None"
+            text = product_text(node, f"{node.args[0].name}.{fmt}", f"self.{node.module}.weight.{fmt}", bias)
+            overrides[node.name] = text + (".contiguous()" if _needs_contiguous(node.name, graph, claimed) else "")
+        if regions or alone:
             ctx.mark(self.id)
+
+
+# Ops whose kernels take channels-last tensors as they are (or are fused into kskill's own kernels,
+# which read any layout). Any other op after a channels-last convolution (a view, which needs
+# contiguous memory; a group norm, whose kernel is slow on it) gets the output in NCHW first.
+LAYOUT_KEEPING = frozenset(CHANNELS_LAST_OPS) | {"batch_norm", "avg_pool2d", "avg_pool3d", "max_pool2d",
+                                                 "max_pool3d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"}
+
+
+def _needs_contiguous(name: str, graph: Graph, claimed: set[str]) -> bool:
+    """Whether a channels-last result feeds a PyTorch op outside LAYOUT_KEEPING."""
+    consumers = [graph.by_name[u] for u in graph.users(name) if u in graph.by_name and u not in claimed]
+    return any(c.op not in LAYOUT_KEEPING and not is_pointwise(c, graph) for c in consumers)
 
 
 def _alone(node: Node) -> bool:

@@ -97,16 +97,17 @@ def epilogue_body(anchor: Node, graph: Graph, epilogue: Body | None) -> Body:
 
 
 def gemm_unit(name: str, anchor: Node, epilogue: Body | None, graph: Graph, params: dict[str, Any], *,
-              nhwc: bool = False, vectorized: bool = False) -> KernelUnit:
+              nhwc: bool = False, vectorized: bool = False, contiguous: frozenset[str] = frozenset()) -> KernelUnit:
     backend = params.get("gemm_backend", "cublas")
     body = epilogue_body(anchor, graph, epilogue)
     if backend == "triton" and anchor.op in ("linear", "matmul") and len(anchor.shape) == 2:
         return triton_gemm(name, anchor, body, graph, params, "gemm_epilogue_fusion")
-    return _cublas_epilogue(name, anchor, body, graph, params, nhwc, vectorized)
+    return _cublas_epilogue(name, anchor, body, graph, params, nhwc, vectorized, contiguous)
 
 
 def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: dict[str, Any],
-                     nhwc: bool, vectorized: bool) -> KernelUnit:
+                     nhwc: bool, vectorized: bool, contiguous: frozenset[str] = frozenset()) -> KernelUnit:
+    """`contiguous`: outputs returned in NCHW (after a channels-last pass, for a consumer that needs it)."""
     p = {**default_params(body.domain, vectorized), **{k: v for k, v in params.items() if k in ("BLOCK", "num_warps")}}
     a, w, _ = anchor_inputs(anchor)
     ext = [op for op in body.external(graph) if not (isinstance(op, Ref) and op.name == ACC)]
@@ -143,7 +144,8 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
     call = ["acc"] + [arg_name(op) for op in ext] + [f"out{i}" for i in range(len(outs))]
     src.append(f"    {name}_kernel[(triton.cdiv({n}, {p['BLOCK']}),)]({', '.join(call)}, NUMEL={n}, "
                f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
-    src.append(f"    return {', '.join(f'out{i}' for i in range(len(outs)))}")
+    back = [f"out{i}.contiguous()" if o in contiguous else f"out{i}" for i, o in enumerate(body.outputs)]
+    src.append(f"    return {', '.join(back)}")
     used = {"gemm_backend": "cublas", "BLOCK": p["BLOCK"], "num_warps": p["num_warps"]}
     return KernelUnit(name, kernel, "\n".join(src) + "\n", launcher_inputs, list(body.outputs), used,
                       "gemm_epilogue_fusion")
@@ -225,8 +227,9 @@ def triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict[
 
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
     use_nhwc = how.nhwc and region.anchor.op in CHANNELS_LAST_OPS
+    contiguous = frozenset(region.extra.get("contiguous_outputs", ())) if use_nhwc else frozenset()
     return gemm_unit(name, region.anchor, region.epilogue, how.graph, how.params, nhwc=use_nhwc,
-                     vectorized=how.vectorized)
+                     vectorized=how.vectorized, contiguous=contiguous)
 
 
 class GemmEpilogueFusion(AnchorRecipe):

@@ -64,11 +64,11 @@ CONV3D_VIEW = '''class Model(nn.Module):
 '''
 
 
-def test_a_3d_conv_runs_channels_last_3d_and_a_view_of_its_output_gets_contiguous_memory():
+def test_a_3d_conv_runs_channels_last_3d_and_a_view_of_its_output_gets_it_in_ncdhw():
     cand = check(problem(CONV3D_VIEW, "[torch.rand(2, 3, 3, 4, 5)]"), ["kernel_fusion", "channels_last"])
     assert "channels_last" in cand.applied
     assert "memory_format=torch.channels_last_3d)" in cand.source and ".permute(0, 2, 3, 4, 1)" in cand.source
-    assert "clamp.contiguous().view(" in cand.source
+    assert "return out0.contiguous()" in cand.source
 
 
 DEPTHWISE = '''class Model(nn.Module):
@@ -90,3 +90,35 @@ def test_a_lone_conv_gets_its_input_in_channels_last_and_returns_its_output_so()
     namespace = load(cand.source)
     out = namespace["ModelNew"]()(torch.rand(2, 6, 7, 9))
     assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+
+
+CONV_THEN = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(4, 6, 3, bias={bias})
+        self.after = {after}
+
+    def forward(self, x):
+        return self.after({inner})
+'''
+
+
+def _conv_then(after: str, inner: str = "torch.nn.functional.gelu(self.conv(x))", bias: bool = True) -> str:
+    return problem(CONV_THEN.format(after=after, inner=inner, bias=bias), "[torch.rand(2, 4, 5, 7)]")
+
+
+def test_a_group_norm_after_the_channels_last_pass_gets_its_input_in_nchw():
+    cand = check(_conv_then("nn.GroupNorm(2, 6)"), ["channels_last"])
+    assert "return out0.contiguous()" in cand.source
+
+
+def test_a_pool_after_the_channels_last_pass_takes_it_as_it_is():
+    cand = check(_conv_then("nn.MaxPool2d(2)"), ["channels_last"])
+    assert "memory_format=torch.channels_last" in cand.source
+    assert "return out0\n" in cand.source and "out0.contiguous()" not in cand.source
+
+
+def test_a_lone_conv_before_a_group_norm_returns_nchw():
+    cand = check(_conv_then("nn.GroupNorm(3, 6)", inner="self.conv(x)", bias=False), ["channels_last"])
+    assert "self.conv.weight.contiguous(memory_format=torch.channels_last), None, (1, 1), (0, 0), (0, 0), 1, " \
+           "(1, 1)).contiguous()" in cand.source
