@@ -2,11 +2,11 @@
 
 A convolution with an epilogue (its bias, pointwise ops after it) becomes a region as in
 gemm_epilogue_fusion: cuDNN runs on channels-last input and weight (NHWC, or NDHWC for 3-d), which
-selects its faster kernels, without its bias, and the fused epilogue walks the output in that memory
-order so every access stays contiguous. A convolution with nothing after it only gets its input and weight
-in channels-last (cuDNN picks its kernels by both), and returns its output so (the values are the
-same; the strides differ). A PyTorch op after either that does not keep the layout (a `.view`,
-a group norm) gets the output in NCHW first (LAYOUT_KEEPING).
+selects its faster kernels, without its bias, and the fused epilogue walks the output in that
+memory order so every access stays contiguous. A convolution with nothing after it only gets its
+input and weight in channels-last (cuDNN picks its kernels by both) and returns its output so: the
+values are the same, the strides differ. A PyTorch op after either that does not keep the layout
+(a `.view`, a group norm; see LAYOUT_KEEPING) gets the output in NCHW first.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _needs_contiguous(name: str, graph: Graph, claimed: set[str]) -> bool:
 
 
 def _alone(node: Node) -> bool:
-    """A convolution module called on one input, which only needs its input converted."""
+    """A convolution module called on one input: converting its input and weight is all it needs."""
     return (node.op in CHANNELS_LAST_OPS and node.module is not None and len(node.args) == 1
             and isinstance(node.args[0], Ref) and len(node.shape) in MEMORY_FORMATS)
 
