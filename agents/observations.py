@@ -225,10 +225,13 @@ def _ncu_values(raw_in: Mapping[str, Any]) -> dict[str, Scalar]:
 
 
 def _tensor_cores(obs: Observations) -> bool:
-    """Whether the compute roof is the tensor-core one: contractions in half precision, or TF32 on."""
+    """Whether the compute roof is the tensor-core one: contractions in half precision, TF32 turned on,
+    or fp32 convolutions, which cuDNN runs in TF32 unless told not to (torch.backends.cudnn.allow_tf32
+    is on by default, unlike the matmul switch)."""
     if not obs.get("has_contraction"):
         return False
-    return obs.get("dtype") in ("float16", "bfloat16") or bool(obs.get("code_uses_tf32"))
+    return (obs.get("dtype") in ("float16", "bfloat16") or bool(obs.get("code_uses_tf32"))
+            or (bool(obs.get("has_convolution")) and obs.get("dtype") == "float32"))
 
 
 def _derive(obs: Observations, spec: GpuSpec | None, gpu_why: str) -> None:

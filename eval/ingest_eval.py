@@ -1,10 +1,10 @@
 """Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
-    python -m kskill.eval.ingest_eval [--half heldout|tune|all] [--sample 40] [--pdf-copies 4] [--json OUT]
+    python -m kskill.eval.ingest_eval [--half heldout2|tune|all] [--sample 40] [--pdf-copies 4] [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
-- eval/ingest/corpus (24 documents, labels in labels_corpus.yaml): recall of the expected items per
+- eval/ingest/corpus (35 documents, labels in labels_corpus.yaml): recall of the expected items per
   half, the source metadata, whether each document whose subject the built-in base has gave it
   evidence, and a seeded random sample of extracted items with their supporting sentences, for a
   person to judge precision (a correct item an expert did not list is not an error).
@@ -179,7 +179,7 @@ def _pct(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--half", choices=["heldout", "tune", "all", "none"], default="heldout")
+    parser.add_argument("--half", choices=["heldout2", "tune", "all", "none"], default="heldout2")
     parser.add_argument("--sample", type=int, default=40, help="extracted items to draw for judging")
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--dev", action=argparse.BooleanOptionalAction, default=True,
@@ -188,7 +188,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
     args = parser.parse_args()
     results: dict[str, Any] = {"corpus": []}
-    halves = ["tune", "heldout"] if args.half == "all" else ([] if args.half == "none" else [args.half])
+    halves = ["tune", "heldout2"] if args.half == "all" else ([] if args.half == "none" else [args.half])
     for half in halves:
         results["corpus"].append(corpus_results(half, args.sample, args.seed))
     if args.dev and DEV_CORPUS.is_dir():

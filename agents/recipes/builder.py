@@ -91,7 +91,7 @@ def _group_and_attach(ctx: BuildContext) -> None:
     """Pointwise chains: attached to a region as epilogue/prologue, or their own kernel."""
     graph = ctx.graph
     fuse = ctx.uses("kernel_fusion")
-    epilogue_gemm = ctx.uses("gemm_epilogue_fusion")
+    epilogue_gemm = ctx.uses("gemm_epilogue_fusion") or ctx.uses("channels_last")  # both claim gemm regions
     if not (fuse or epilogue_gemm):
         return
     claimed = ctx.claimed()

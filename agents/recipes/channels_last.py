@@ -1,35 +1,78 @@
-"""channels_last: NHWC memory format for convolutions and their fused epilogues.
+"""channels_last: channels-last memory format for 2-d and 3-d convolutions (plain and transposed).
 
-The convolution's input and weight are converted to channels_last, cuDNN's preferred layout for
-its tensor-core kernels, and the fused epilogue walks its flat domain in NHWC order so every access
-stays contiguous.
+A convolution with an epilogue (its bias, pointwise ops after it) becomes a region as in
+gemm_epilogue_fusion: cuDNN runs on channels-last input and weight (NHWC, or NDHWC for 3-d), which
+selects its faster kernels, without its bias, and the fused epilogue walks the output in that
+memory order so every access stays contiguous. A convolution with nothing after it only gets its
+input and weight in channels-last (cuDNN picks its kernels by both) and returns its output so: the
+values are the same, the strides differ. A PyTorch op after either that does not keep the layout
+(a `.view`, a group norm; see LAYOUT_KEEPING) gets the output in NCHW first.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kskill.agents.recipes.base import Recipe
-from kskill.agents.recipes.graph import Graph
+from kskill.agents.recipes.base import AnchorRecipe
+from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS, gemm_region, product_text
+from kskill.agents.recipes.graph import Graph, Node, Ref
+from kskill.agents.recipes.regions import is_pointwise
+from kskill.agents.recipes.templates.common import MEMORY_FORMATS
 
 
-class ChannelsLast(Recipe):
+class ChannelsLast(AnchorRecipe):
     id = "channels_last"
-    summary = "NHWC memory format for convolution stacks and their fused epilogues"
+    summary = "channels-last memory format for 2-d/3-d convolutions and their fused epilogues"
+
+    def match(self, node: Node, graph: Graph) -> Any:
+        return gemm_region(node, graph) if node.op in CHANNELS_LAST_OPS else None
 
     def sites(self, graph: Graph) -> list[str]:
-        return [n.name for n in graph.nodes if n.op == "conv2d"]
+        return [n.name for n in graph.nodes if _alone(n) or self.match(n, graph) is not None]
 
     def absent_reason(self) -> str:
-        return "no 2-d convolution"
+        return "no 2-d or 3-d convolution module"
 
     def configure(self, ctx: Any) -> None:
-        if any(r.kind == "gemm" and r.anchor.op == "conv2d" for r in ctx.regions):
+        graph = ctx.graph
+        regions = [r for r in ctx.regions if r.kind == "gemm" and r.anchor.op in CHANNELS_LAST_OPS]
+        claimed = ctx.claimed()
+        overrides = ctx.flags.setdefault("code_override", {})
+        for region in regions:
+            outputs = region.epilogue.outputs if region.epilogue else [region.extra.get("output", region.anchor.name)]
+            region.extra["contiguous_outputs"] = {o for o in outputs if _needs_contiguous(o, graph, claimed)}
+        if regions:
             ctx.flags["nhwc"] = True
+            ctx.notes.append("channels_last: the layout can change cuDNN's algorithm; where cuDNN computes in "
+                             "TF32 (PyTorch's default) results may then differ from the NCHW reference by TF32 "
+                             "rounding, which the correctness trials judge")
+        alone = [n for n in graph.nodes if n.name not in claimed and _alone(n)]
+        for node in alone:
+            fmt = f"contiguous(memory_format={MEMORY_FORMATS[len(node.shape)]})"
+            bias = f"self.{node.module}.bias" if node.attrs.get("has_bias") else "None"
+            text = product_text(node, f"{node.args[0].name}.{fmt}", f"self.{node.module}.weight.{fmt}", bias)
+            overrides[node.name] = text + (".contiguous()" if _needs_contiguous(node.name, graph, claimed) else "")
+        if regions or alone:
             ctx.mark(self.id)
-            ctx.notes.append("channels_last: NHWC changes cuDNN's algorithm; with cuDNN TF32 on (PyTorch's "
-                             "default) the result then differs from an NCHW reference by TF32 rounding (~1e-3 "
-                             "relative), beyond fp32 1e-4 tolerances: use it with allow_tf32 off or looser tolerances")
+
+
+# Ops whose kernels take channels-last tensors as they are (or are fused into kskill's own kernels,
+# which read any layout). Any other op after a channels-last convolution (a view, which needs
+# contiguous memory; a group norm, whose kernel is slow on it) gets the output in NCHW first.
+LAYOUT_KEEPING = frozenset(CHANNELS_LAST_OPS) | {"batch_norm", "avg_pool2d", "avg_pool3d", "max_pool2d",
+                                                 "max_pool3d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"}
+
+
+def _needs_contiguous(name: str, graph: Graph, claimed: set[str]) -> bool:
+    """Whether a channels-last result feeds a PyTorch op outside LAYOUT_KEEPING."""
+    consumers = [graph.by_name[u] for u in graph.users(name) if u in graph.by_name and u not in claimed]
+    return any(c.op not in LAYOUT_KEEPING and not is_pointwise(c, graph) for c in consumers)
+
+
+def _alone(node: Node) -> bool:
+    """A convolution module called on one input: converting its input and weight is all it needs."""
+    return (node.op in CHANNELS_LAST_OPS and node.module is not None and len(node.args) == 1
+            and isinstance(node.args[0], Ref) and len(node.shape) in MEMORY_FORMATS)
 
 
 RECIPE = ChannelsLast()

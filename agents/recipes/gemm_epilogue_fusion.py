@@ -22,11 +22,16 @@ from kskill.agents.recipes.kernel_fusion import body_shape, default_params
 from kskill.agents.recipes.matching import is_float
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import (
-    NHWC, Body, body_comment, emit_body, indent, numel, operand_key, program_id, wide_index)
+    MEMORY_FORMATS, Body, body_comment, channels_last_order, emit_body, indent, numel, operand_key, program_id,
+    wide_index)
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
 
-GEMM_OPS = ("linear", "matmul", "conv1d", "conv2d", "conv3d")
+CONV_OPS = ("conv1d", "conv2d", "conv3d")
+TRANSPOSED_CONV_OPS = ("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+GEMM_OPS = ("linear", "matmul", *CONV_OPS, *TRANSPOSED_CONV_OPS)
+# Convolutions with a channels-last memory format in torch (2-d and 3-d, plain and transposed).
+CHANNELS_LAST_OPS = ("conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d")
 
 
 def gemm_region(node: Node, graph: Graph) -> Region | None:
@@ -52,7 +57,6 @@ def gemm_region(node: Node, graph: Graph) -> Region | None:
 
 
 ACC = "__acc__"
-CONV_OPS = ("conv1d", "conv2d", "conv3d")
 DOT_PRECISIONS = ("ieee", "tf32x3", "tf32")
 
 
@@ -64,14 +68,17 @@ def anchor_inputs(anchor: Node) -> tuple[Any, Any, Any]:
     return anchor.args[0], anchor.args[1], None
 
 
-def product_text(anchor: Node, a: str, w: str, nhwc: bool) -> str:
-    """PyTorch text for the product without its bias."""
+def product_text(anchor: Node, a: str, w: str, bias: str = "None") -> str:
+    """PyTorch text for the product (without its bias unless `bias` names it)."""
     if anchor.op == "linear":
         return f"torch.nn.functional.linear({a}, {w})"
+    at = anchor.attrs
     if anchor.op in CONV_OPS:
-        at = anchor.attrs
-        return (f"torch.nn.functional.{anchor.op}({a}, {w}, None, {at['stride']!r}, {at['padding']!r}, "
+        return (f"torch.nn.functional.{anchor.op}({a}, {w}, {bias}, {at['stride']!r}, {at['padding']!r}, "
                 f"{at['dilation']!r}, {at['groups']})")
+    if anchor.op in TRANSPOSED_CONV_OPS:
+        return (f"torch.nn.functional.{anchor.op}({a}, {w}, {bias}, {at['stride']!r}, {at['padding']!r}, "
+                f"{at['output_padding']!r}, {at['groups']}, {at['dilation']!r})")
     return f"torch.matmul({a}, {w})"
 
 
@@ -80,7 +87,7 @@ def epilogue_body(anchor: Node, graph: Graph, epilogue: Body | None) -> Body:
     _, _, bias = anchor_inputs(anchor)
     shape = tuple(anchor.shape)
     if bias is not None:
-        bshape = (shape[1],) + (1,) * (len(shape) - 2) if anchor.op in CONV_OPS else (shape[-1],)
+        bshape = (shape[1],) + (1,) * (len(shape) - 2) if anchor.op.startswith("conv") else (shape[-1],)
         first = Node(anchor.name, "add", (Ref(ACC), bias), {"arg_shapes": {0: shape, 1: bshape}},
                      shape, anchor.dtype)
     else:
@@ -91,22 +98,23 @@ def epilogue_body(anchor: Node, graph: Graph, epilogue: Body | None) -> Body:
 
 
 def gemm_unit(name: str, anchor: Node, epilogue: Body | None, graph: Graph, params: dict[str, Any], *,
-              nhwc: bool = False, vectorized: bool = False) -> KernelUnit:
+              nhwc: bool = False, vectorized: bool = False, contiguous: frozenset[str] = frozenset()) -> KernelUnit:
     backend = params.get("gemm_backend", "cublas")
     body = epilogue_body(anchor, graph, epilogue)
     if backend == "triton" and anchor.op in ("linear", "matmul") and len(anchor.shape) == 2:
         return triton_gemm(name, anchor, body, graph, params, "gemm_epilogue_fusion")
-    return _cublas_epilogue(name, anchor, body, graph, params, nhwc, vectorized)
+    return _cublas_epilogue(name, anchor, body, graph, params, nhwc, vectorized, contiguous)
 
 
 def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: dict[str, Any],
-                     nhwc: bool, vectorized: bool) -> KernelUnit:
+                     nhwc: bool, vectorized: bool, contiguous: frozenset[str] = frozenset()) -> KernelUnit:
+    """`contiguous`: outputs returned in NCHW (after a channels-last pass, for a consumer that needs it)."""
     p = {**default_params(body.domain, vectorized), **{k: v for k, v in params.items() if k in ("BLOCK", "num_warps")}}
     a, w, _ = anchor_inputs(anchor)
     ext = [op for op in body.external(graph) if not (isinstance(op, Ref) and op.name == ACC)]
     ptrs = pointer_args(ext)
     ptrs[ACC] = "acc_ptr"
-    perm = NHWC if nhwc and len(body.domain) == 4 else None
+    perm = channels_last_order(len(body.domain), nhwc)
     emitted = emit_body(body, graph, ptrs, "offs", "mask", perm=perm)
     n = numel(body.domain)
     outs = [graph.by_name[o] if o in graph.by_name else body.nodes[0] for o in body.outputs]
@@ -120,12 +128,13 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
     launcher_inputs = [a, w] + [op for op in ext if op not in (a, w)]
     params_names = [arg_name(op) for op in launcher_inputs]
     src = [f"def {name}({', '.join(params_names)}):"]
-    if nhwc and anchor.op == "conv2d":
-        src.append(f"    {arg_name(a)} = {arg_name(a)}.contiguous(memory_format=torch.channels_last)")
-        src.append(f"    {arg_name(w)} = {arg_name(w)}.contiguous(memory_format=torch.channels_last)")
-    src.append(f"    acc = {product_text(anchor, arg_name(a), arg_name(w), nhwc)}  # cuBLAS/cuDNN, no bias")
-    if nhwc and len(body.domain) == 4:
-        src.append("    acc = acc.permute(0, 2, 3, 1).contiguous()")
+    if perm is not None:  # cuDNN's channels-last kernels, and the epilogue walks their output in place
+        fmt = MEMORY_FORMATS[len(perm)]
+        for operand in (a, w):
+            src.append(f"    {arg_name(operand)} = {arg_name(operand)}.contiguous(memory_format={fmt})")
+    src.append(f"    acc = {product_text(anchor, arg_name(a), arg_name(w))}  # cuBLAS/cuDNN, no bias")
+    if perm is not None:
+        src.append(f"    acc = acc.permute{perm}.contiguous()")
     else:
         src.append("    acc = acc.contiguous()")
     for op in ext:
@@ -137,7 +146,8 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
     call = ["acc"] + [arg_name(op) for op in ext] + [f"out{i}" for i in range(len(outs))]
     src.append(f"    {name}_kernel[(triton.cdiv({n}, {p['BLOCK']}),)]({', '.join(call)}, NUMEL={n}, "
                f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
-    src.append(f"    return {', '.join(f'out{i}' for i in range(len(outs)))}")
+    back = [f"out{i}.contiguous()" if o in contiguous else f"out{i}" for i, o in enumerate(body.outputs)]
+    src.append(f"    return {', '.join(back)}")
     used = {"gemm_backend": "cublas", "BLOCK": p["BLOCK"], "num_warps": p["num_warps"]}
     return KernelUnit(name, kernel, "\n".join(src) + "\n", launcher_inputs, list(body.outputs), used,
                       "gemm_epilogue_fusion")
@@ -218,9 +228,10 @@ def triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict[
 
 
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
-    use_nhwc = how.nhwc and region.anchor.op == "conv2d"
+    use_nhwc = how.nhwc and region.anchor.op in CHANNELS_LAST_OPS
+    contiguous = frozenset(region.extra.get("contiguous_outputs", ())) if use_nhwc else frozenset()
     return gemm_unit(name, region.anchor, region.epilogue, how.graph, how.params, nhwc=use_nhwc,
-                     vectorized=how.vectorized)
+                     vectorized=how.vectorized, contiguous=contiguous)
 
 
 class GemmEpilogueFusion(AnchorRecipe):

@@ -16,7 +16,7 @@ from kskill.agents.recipes.base import Lowering, Recipe
 from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region, is_pointwise
 from kskill.agents.recipes.templates.common import (
-    NHWC, Body, body_comment, emit_body, indent, numel, program_id, wide_index)
+    Body, body_comment, channels_last_order, emit_body, indent, numel, program_id, wide_index)
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
 
@@ -36,7 +36,7 @@ def pointwise_unit(name: str, body: Body, graph: Graph, params: dict[str, Any], 
     inputs = body.external(graph)
     ptrs = pointer_args(inputs)
     out_nodes = [graph.by_name[o] for o in body.outputs]
-    perm = NHWC if nhwc and len(body.domain) == 4 else None
+    perm = channels_last_order(len(body.domain), nhwc)
     emitted = emit_body(body, graph, ptrs, "offs", "mask", perm=perm)
     n = numel(body.domain)
     lines = [f"offs = {program_id(0, wide_index(body.domain))} * BLOCK + tl.arange(0, BLOCK)"]

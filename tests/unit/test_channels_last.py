@@ -1,6 +1,7 @@
 """channels_last: conv regions and their epilogues run in NHWC memory order."""
 
-from recipe_support import check, problem
+import torch
+from recipe_support import check, load, problem
 
 CONV = '''class Model(nn.Module):
     def __init__(self):
@@ -22,3 +23,102 @@ def test_needs_a_conv_region():
     cand = check(problem("class Model(nn.Module):\n    def forward(self, x):\n        return x * 2\n", "[torch.randn(3)]"),
                  ["channels_last"])
     assert cand.applied == []
+
+
+CONV_TRANSPOSE = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_transpose = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)
+        self.bias = nn.Parameter(torch.randn(6, 1, 1))
+
+    def forward(self, x):
+        x = self.conv_transpose(x) + self.bias
+        return torch.clamp(x, min=0.0, max=1.0) * 0.5
+'''
+
+
+def test_a_transposed_conv_runs_channels_last_without_its_bias_and_fuses_the_epilogue_alone():
+    cand = check(problem(CONV_TRANSPOSE, "[torch.rand(2, 4, 5, 7)]"), ["channels_last"])
+    assert cand.applied == ["channels_last"]
+    assert "torch.nn.functional.conv_transpose2d(x, conv_transpose_weight, None, (2, 2), (1, 1), (1, 1), 1, (1, 1))" \
+        in cand.source
+    assert "memory_format=torch.channels_last)" in cand.source and "@triton.jit" in cand.source
+
+
+def test_the_epilogue_fusion_folds_a_transposed_conv_bias_in_nchw():
+    cand = check(problem(CONV_TRANSPOSE, "[torch.rand(2, 4, 5, 7)]"), ["gemm_epilogue_fusion"])
+    assert cand.applied == ["gemm_epilogue_fusion"]
+    assert "conv_transpose2d(x, conv_transpose_weight, None" in cand.source and "channels_last" not in cand.source
+
+
+CONV3D_VIEW = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1, output_padding=1)
+
+    def forward(self, x):
+        x = torch.clamp(self.conv(x), 0.0, 1.0)
+        b, c, d, h, w = x.shape
+        x = torch.softmax(x.view(b, c, -1), dim=2)
+        return x.view(b, c, d, h, w) * 2.0
+'''
+
+
+def test_a_3d_conv_runs_channels_last_3d_and_a_view_of_its_output_gets_it_in_ncdhw():
+    cand = check(problem(CONV3D_VIEW, "[torch.rand(2, 3, 3, 4, 5)]"), ["kernel_fusion", "channels_last"])
+    assert "channels_last" in cand.applied
+    assert "memory_format=torch.channels_last_3d)" in cand.source and ".permute(0, 2, 3, 4, 1)" in cand.source
+    assert "return out0.contiguous()" in cand.source
+
+
+DEPTHWISE = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv2d = nn.Conv2d(6, 6, 3, groups=6, bias=False)
+
+    def forward(self, x):
+        return self.conv2d(x)
+'''
+
+
+def test_a_lone_conv_gets_its_input_in_channels_last_and_returns_its_output_so():
+    cand = check(problem(DEPTHWISE, "[torch.rand(2, 6, 7, 9)]"), ["channels_last"])
+    assert cand.applied == ["channels_last"]
+    assert ("torch.nn.functional.conv2d(x.contiguous(memory_format=torch.channels_last), "
+            "self.conv2d.weight.contiguous(memory_format=torch.channels_last), None, (1, 1), (0, 0), (1, 1), 6)"
+            in cand.source)
+    namespace = load(cand.source)
+    out = namespace["ModelNew"]()(torch.rand(2, 6, 7, 9))
+    assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+
+
+CONV_THEN = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(4, 6, 3, bias={bias})
+        self.after = {after}
+
+    def forward(self, x):
+        return self.after({inner})
+'''
+
+
+def _conv_then(after: str, inner: str = "torch.nn.functional.gelu(self.conv(x))", bias: bool = True) -> str:
+    return problem(CONV_THEN.format(after=after, inner=inner, bias=bias), "[torch.rand(2, 4, 5, 7)]")
+
+
+def test_a_group_norm_after_the_channels_last_pass_gets_its_input_in_nchw():
+    cand = check(_conv_then("nn.GroupNorm(2, 6)"), ["channels_last"])
+    assert "return out0.contiguous()" in cand.source
+
+
+def test_a_pool_after_the_channels_last_pass_takes_it_as_it_is():
+    cand = check(_conv_then("nn.MaxPool2d(2)"), ["channels_last"])
+    assert "memory_format=torch.channels_last" in cand.source
+    assert "return out0\n" in cand.source and "out0.contiguous()" not in cand.source
+
+
+def test_a_lone_conv_before_a_group_norm_returns_nchw():
+    cand = check(_conv_then("nn.GroupNorm(3, 6)", inner="self.conv(x)", bias=False), ["channels_last"])
+    assert "self.conv.weight.contiguous(memory_format=torch.channels_last), None, (1, 1), (0, 0), (0, 0), 1, " \
+           "(1, 1)).contiguous()" in cand.source

@@ -104,6 +104,16 @@ def test_tensor_core_roof_for_half_precision_contractions():
     assert "tensor-core" in obs.derivations["ridge_point"]
 
 
+def test_fp32_convolutions_get_the_tf32_roof_and_fp32_matmuls_do_not():
+    """cuDNN runs fp32 convolutions in TF32 by default; cuBLAS runs fp32 matmuls on CUDA cores."""
+    conv = Features({**GEMM.values, "has_convolution": True, "input_dtypes": "float32"})
+    matmul = Features({**GEMM.values, "has_convolution": False, "input_dtypes": "float32"})
+    conv_obs, matmul_obs = (Observations.merge(features=f, gpu=H100) for f in (conv, matmul))
+    assert "tensor-core" in conv_obs.derivations["ridge_point"]
+    assert "CUDA-core" in matmul_obs.derivations["ridge_point"]
+    assert conv_obs.values["ridge_point"] > matmul_obs.values["ridge_point"]
+
+
 def test_measured_values_win_over_derivations():
     obs = Observations.merge(profile={"memory_bound": False, "compute_bound": False, "roofline_fraction": 0.4,
                                       "sm_throughput_pct": 90.0, "memory_throughput_pct": 20.0},

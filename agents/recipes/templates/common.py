@@ -17,7 +17,13 @@ import torch
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.pointwise_ops import data_operands, lit, triton_expr
 
-NHWC = (0, 2, 3, 1)  # channels_last: the memory order of a 4-d NCHW tensor
+CHANNELS_LAST = {4: (0, 2, 3, 1), 5: (0, 2, 3, 4, 1)}  # NCHW -> NHWC and NCDHW -> NDHWC memory order
+MEMORY_FORMATS = {4: "torch.channels_last", 5: "torch.channels_last_3d"}
+
+
+def channels_last_order(rank: int, nhwc: bool = True) -> tuple[int, ...] | None:
+    """The memory order of a channels-last tensor of this rank, or None (no such format, or nhwc off)."""
+    return CHANNELS_LAST.get(rank) if nhwc else None
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
              torch.int64: "tl.int64", torch.int32: "tl.int32"}

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from kskill.agents.recipes.graph import Graph, Ref
-from kskill.agents.recipes.templates.common import NHWC, TL_DTYPES, aligned, operand_key
+from kskill.agents.recipes.templates.common import TL_DTYPES, aligned, channels_last_order, operand_key
 
 
 @dataclass
@@ -41,19 +41,21 @@ def prepare(operand: Any, graph: Graph, domain: tuple[int, ...] | None = None,
             nhwc: bool = False, shape: tuple[int, ...] | None = None) -> str:
     """Launcher text giving the operand as the contiguous memory the kernel indexes."""
     name = arg_name(operand)
-    if nhwc and domain is not None and len(domain) == 4:
-        full = aligned(tuple(shape or graph.shape_of(operand) or ()), 4)
-        return f"{name}.reshape{full}.permute{NHWC}.contiguous()"
+    order = channels_last_order(len(domain), nhwc) if domain is not None else None
+    if order is not None:
+        full = aligned(tuple(shape or graph.shape_of(operand) or ()), len(order))
+        return f"{name}.reshape{full}.permute{order}.contiguous()"
     return f"{name}.contiguous()"
 
 
 def alloc(shape: tuple[int, ...], dtype: torch.dtype | None, like: str, nhwc: bool = False) -> str:
     """Launcher text allocating an output (channels_last when the region runs in NHWC)."""
     dt = str(dtype or torch.float32)
-    if nhwc and len(shape) == 4:
-        n, c, h, w = shape
-        return (f"torch.empty(({n}, {h}, {w}, {c}), device={like}.device, dtype={dt})"
-                f".permute(0, 3, 1, 2)")
+    order = channels_last_order(len(shape), nhwc)
+    if order is not None:
+        stored = tuple(shape[i] for i in order)
+        back = tuple(order.index(i) for i in range(len(order)))
+        return f"torch.empty({stored}, device={like}.device, dtype={dt}).permute{back}"
     return f"torch.empty({tuple(shape)!r}, device={like}.device, dtype={dt})"
 
 
