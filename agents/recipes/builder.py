@@ -91,8 +91,7 @@ def _group_and_attach(ctx: BuildContext) -> None:
     """Pointwise chains: attached to a region as epilogue/prologue, or their own kernel."""
     graph = ctx.graph
     fuse = ctx.uses("kernel_fusion")
-    epilogue_gemm = ctx.uses("gemm_epilogue_fusion") or ctx.uses("channels_last")  # both claim gemm regions
-    if not (fuse or epilogue_gemm):
+    if not (fuse or any(r.kind == "gemm" for r in ctx.regions)):  # a gemm region takes its epilogue
         return
     claimed = ctx.claimed()
     allowed = {n.name for n in graph.nodes if n.name not in claimed and is_pointwise(n, graph)}
