@@ -72,12 +72,21 @@ class Result:
         self.path = Path(job["result_path"])
         self.data: dict[str, Any] = {
             "nonce": job["nonce"], "finished": False, "step": "start", "current": None, "contenders": {},
-            "timing": None, "notes": [], "versions": versions(job["device"]),
+            "timing": None, "notes": [], "versions": versions(job["device"]), "steps_s": {},
         }
+        self.since = time.perf_counter()
 
     def at(self, step: str, current: str | None = None) -> None:
+        self.lap()
         self.data["step"], self.data["current"] = step, current
         self.write()
+
+    def lap(self) -> None:
+        """Charge the seconds since the last step began to that step (its kind: "check", not "check trial 3")."""
+        now, kind = time.perf_counter(), str(self.data["step"]).split(" ")[0]
+        steps = self.data["steps_s"]
+        steps[kind] = round(steps.get(kind, 0.0) + now - self.since, 3)
+        self.since = now
 
     def contender(self, name: str) -> dict[str, Any]:
         return self.data["contenders"].setdefault(name, {"built": False, "error": "", "trials": 0, "correct": {},
@@ -285,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         result.data["error"] = f"{type(exc).__name__}: {exc}"[:1000]
         result.data["traceback"] = traceback.format_exc()[-4000:]
         traceback.print_exc()
+    result.lap()
     result.write()
     sys.stdout.flush()
     sys.stderr.flush()

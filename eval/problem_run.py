@@ -205,7 +205,8 @@ def _optimize_fields(summary: dict[str, Any] | None) -> dict[str, Any]:
             "trajectory": [{"n": t["n"], "speedup": t.get("speedup"), "status": t.get("status")}
                            for t in s.get("trajectory", [])],
             "review_batches": s.get("review_batches") or [], "confirm_batch": s.get("confirm_batch") or {},
-            "optimize_elapsed_s": s.get("elapsed_s")}
+            "optimize_elapsed_s": s.get("elapsed_s"), "optimize_loop_began_s": s.get("loop_began_s"),
+            "optimize_step_seconds": s.get("step_seconds") or {}}
 
 
 def _status_fields(optimize_error: str, baseline: dict[str, Any]) -> dict[str, Any]:
@@ -235,6 +236,9 @@ def compose_row(problem: SuiteProblem, settings: EvalSettings, summary: dict[str
     row.update(_optimize_fields(summary))
     timing = baseline.get("timing") or {}
     versions = baseline.get("versions") or (baseline.get("partial") or {}).get("versions") or {}
+    row["baseline_steps_s"] = baseline.get("steps_s") or (baseline.get("partial") or {}).get("steps_s") or {}
+    row["compile_s"] = {name: entry.get("compile_s") for name, entry in (baseline.get("contenders") or {}).items()
+                        if entry.get("compile_s") is not None}
     row.update(timings_representative=bool(timing.get("representative")), l2_flush_bytes=timing.get("l2_flush_bytes"),
                gpu=versions.get("device_name"), torch=versions.get("torch"), triton=versions.get("triton"))
     row.update(_status_fields(optimize_error, baseline))

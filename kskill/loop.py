@@ -231,7 +231,7 @@ class ReviewBatch(Node):
         if taken:
             state.batches.append({"candidates": len(taken), "seconds": time.monotonic() - began,
                                   "seed": any(a.kind == "seed" for a in pending), "began_s": round(began_s, 2),
-                                  "phases": _phases(reviews)})
+                                  **_batch_times(reviews)})
         return Diagnose()
 
 
@@ -322,18 +322,22 @@ def run_loop(state: RunState, deps: Deps, start: Node | None = None) -> RunState
     """Walk the state machine from `start` (Start by default) to End; the run directory is locked meanwhile."""
     state.out_dir.mkdir(parents=True, exist_ok=True)
     take_lock(state.out_dir)
+    state.loop_began_s = state.elapsed()
     ctx = Ctx(state, deps)
     node: Node | End = start or Start()
     try:
         _write_run(ctx, "running")
         while not isinstance(node, End):
-            log.debug("node %s", type(node).__name__)
+            name, began = type(node).__name__, time.monotonic()
+            log.debug("node %s", name)
             try:
                 node = node.run(ctx)
             except BudgetExhausted as exc:
                 node = Finish(str(exc))
             except BrainUnavailable as exc:
                 node = Finish(f"the LLM endpoint is unavailable: {exc}")
+            finally:
+                state.step_seconds[name] = state.step_seconds.get(name, 0.0) + time.monotonic() - began
     except KeyboardInterrupt as exc:  # a stop signal (kskill.interrupts): the run can be resumed
         _write_run(ctx, "interrupted")
         raise RunInterrupted(as_interrupted(exc).signum, state.run_id) from exc
@@ -447,10 +451,11 @@ def _signature(record: AttemptRecord) -> tuple[str, str]:
     return record.status, normalise(record.failure)
 
 
-def _phases(reviews: Sequence[Review]) -> dict[str, float]:
-    """The batch's seconds per Reviewer phase, as its last delivered review has them."""
+def _batch_times(reviews: Sequence[Review]) -> dict[str, dict[str, float]]:
+    """The batch's seconds per Reviewer phase, and per finer step, as its last delivered review has them."""
     last = max(reviews, key=lambda r: r.wall_time_s, default=None)
-    return dict(((last.profile if last else {}).get("batch") or {}).get("phases") or {})
+    batch = (last.profile if last else {}).get("batch") or {}
+    return {"phases": dict(batch.get("phases") or {}), "steps": dict(batch.get("steps") or {})}
 
 
 def _fits_in_time(state: RunState) -> int:
@@ -485,11 +490,15 @@ def _confirm(ctx: Ctx) -> None:
     """Re-time the fastest candidates against the reference, in one fresh batch, and keep those
     figures: a speedup measured once can ride on one slow stretch of the reference (a launch-bound
     reference's time follows the host's load), and the returned model should not be chosen by it.
-    The re-timing spends the run's overrun margin, no more."""
+    The re-timing spends the run's overrun margin, no more. Only candidates that would be returned
+    on their first figure are re-timed: the re-timing guards against a lucky measurement choosing
+    the result, and a run whose candidates all stayed below the reference's gain returns the
+    reference, which needs no re-timing."""
     state = ctx.state
     if ctx.deps.confirm_batch is None or state.config.confirm == 0:
         return
-    fastest = [a for a in state.candidates() if a.representative][:state.config.confirm]
+    fastest = [a for a in state.candidates()
+               if a.representative and (a.speedup or 0.0) >= state.config.min_gain][:state.config.confirm]
     if not fastest:
         return
     left = state.time_left() + state.config.overrun_s - FINISH_RESERVE_S
@@ -500,7 +509,7 @@ def _confirm(ctx: Ctx) -> None:
     began, began_s = time.monotonic(), state.elapsed()
     reviews = ctx.deps.confirm_batch(state.problem, [a.source for a in fastest], time_limit_s=left)
     state.confirm_batch = {"candidates": len(fastest), "seconds": round(time.monotonic() - began, 2),
-                           "began_s": round(began_s, 2), "phases": _phases(reviews)}
+                           "began_s": round(began_s, 2), **_batch_times(reviews)}
     for a, review in zip(fastest, reviews):
         if review.failure_phase == BUDGET_PHASE:
             continue  # not re-timed: the first review's figure stands

@@ -34,6 +34,8 @@ def summary(state: RunState) -> dict[str, Any]:
         "report": str(state.out_dir / REPORT_FILE), "usage": asdict(state.total_usage), "learned": state.learned,
         "usage_by_agent": usage_by_agent(state), "review_batches": [{**b, "seconds": round(b["seconds"], 2)} for b in state.batches],
         "confirm_batch": state.confirm_batch, "elapsed_s": round(state.elapsed(), 2),
+        "loop_began_s": None if state.loop_began_s is None else round(state.loop_began_s, 2),
+        "step_seconds": {k: round(v, 2) for k, v in state.step_seconds.items()},
         "trajectory": [trajectory_row(state, n) for n in sorted(state.attempts)],
     }
 

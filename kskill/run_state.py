@@ -128,6 +128,10 @@ class RunState:
     # Each review batch: candidates, seconds (unrounded: review_s divides by them), seed, phases.
     batches: list[dict[str, Any]] = field(default_factory=list)
     confirm_batch: dict[str, Any] = field(default_factory=dict)  # the end-of-run re-timing, as a batch above
+    # Seconds of this invocation in each step of the loop (by node), and where its clock stood when the
+    # loop began (the command's start: imports, the store, the problem's capture).
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    loop_began_s: float | None = None
     stale_plans: int = 0  # rounds in a row that gained less than min_gain
     best_at_last_plan: float = 0.0
     usage: Usage = Usage()

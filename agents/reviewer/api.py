@@ -223,12 +223,15 @@ class SandboxedBatch:
             else:
                 profile = {}, nsight.unavailable_all("the time budget ran out before Nsight Compute"), {}
             self.batch.spent("ncu", time.monotonic() - began)
+            self.batch.steps.add(profile[2].get("spent"), "ncu.")
             nsight.add_ncu(reviews[fastest], profile)
             self.give(fastest, reviews[fastest])
 
     def give(self, index: int, review_: Review) -> None:
         """Deliver a review with the batch's seconds per phase as they stand now."""
-        review_.profile.setdefault("batch", {})["phases"] = {k: round(v, 2) for k, v in self.batch.phases.items()}
+        batch = review_.profile.setdefault("batch", {})
+        batch["phases"] = {k: round(v, 2) for k, v in self.batch.phases.items()}
+        batch["steps"] = {k: round(v, 3) for k, v in sorted(self.batch.steps.spent.items())}
         self.delivery.give(index, review_)
 
     def assemble(self, index: int) -> Review:

@@ -23,7 +23,7 @@ from typing import Any
 
 from kskill.agents.errors import ReviewError
 from kskill.agents.reviewer.models import ReviewOptions
-from kskill.agents.reviewer.protocol import RecordReader, put_in_place
+from kskill.agents.reviewer.protocol import RecordReader, Stopwatch, put_in_place
 from kskill.agents.reviewer.sandbox import (
     MAX_FILE_BYTES, SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed)
 
@@ -158,6 +158,7 @@ class BatchRun:
         self.problem_error: dict[str, Any] | None = None
         self.time_separately = False
         self.phases: dict[str, float] = {}  # seconds in each phase of the judge's runs, summed over them
+        self.steps = Stopwatch()  # finer: where the judge's and the runner's seconds went (Judge.watch)
 
     def spent(self, phase: str, seconds: float) -> None:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
@@ -249,6 +250,8 @@ class BatchRun:
                 self.reference_profile = record
             elif kind == "problem_error":
                 self.problem_error = record
+            elif kind == "spent":
+                self.steps.add(record.get("seconds"))
             elif kind == "note":
                 self.notes.append(str(record.get("message")))
             elif kind == "done":

@@ -63,12 +63,14 @@ def weak_reference(ref: torch.Tensor, atol: float) -> tuple[str, float] | None:
     """(why, scale) when comparing with this floating output at `atol` checks little, else None."""
     if not (ref.dtype.is_floating_point or ref.dtype.is_complex) or ref.numel() == 0:
         return None
-    scale, low, high = 0.0, math.inf, -math.inf
+    per_chunk = []  # (largest magnitude, smallest, largest) of the finite values, kept on the device
     for chunk in _chunks(ref):
-        finite = chunk[torch.isfinite(chunk)]
-        if finite.numel():
-            scale = max(scale, float(finite.abs().max()))
-            low, high = min(low, float(finite.min())), max(high, float(finite.max()))
+        finite = torch.isfinite(chunk)
+        per_chunk.append(torch.stack([torch.where(finite, chunk.abs(), 0).max(),
+                                      torch.where(finite, chunk, math.inf).min(),
+                                      torch.where(finite, chunk, -math.inf).max()]).double())
+    stats = torch.stack(per_chunk)
+    scale, low, high = (float(v) for v in torch.stack([stats[:, 0].max(), stats[:, 1].min(), stats[:, 2].max()]).tolist())
     if low > high:
         return None  # no finite value at all: NaN placement is compared exactly anyway
     if scale == 0.0:
@@ -110,7 +112,9 @@ def compare_tensor(out: torch.Tensor, ref: torch.Tensor, number: int,
         else:
             result["note"] = f"the reference's output is {why}: at this tolerance the comparison checks little"
     exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
-    mismatched, worst_abs, abs_at, worst_rel, rel_at, offset = 0, -1.0, 0, -1.0, 0, 0
+    # Per chunk, on the device: mismatches, and the largest absolute and relative errors with where
+    # they are. One synchronisation for the whole tensor, not several per chunk.
+    mismatches, worst, offset = [], [], 0
     for got, want in zip(_chunks(out), _chunks(ref)):
         a, b = got.to(torch.float64), want.to(torch.float64)
         both_nan = torch.isnan(a) & torch.isnan(b)
@@ -118,14 +122,15 @@ def compare_tensor(out: torch.Tensor, ref: torch.Tensor, number: int,
         diff = torch.nan_to_num(diff, nan=float("inf"))  # a NaN where the reference has a number fails
         bad = (got != want) if exact else diff > (a_tol + r_tol * b.abs().nan_to_num(nan=0.0))
         rel = diff / b.abs().clamp_min(max(a_tol, 1e-12))
-        mismatched += int(bad.sum())
-        at = int(diff.argmax())
-        if float(diff[at]) > worst_abs:
-            worst_abs, abs_at = float(diff[at]), offset + at
-        at = int(rel.argmax())
-        if float(rel[at]) > worst_rel:
-            worst_rel, rel_at = float(rel[at]), offset + at
+        mismatches.append(bad.sum())
+        abs_at, rel_at = diff.argmax(), rel.argmax()
+        worst.append(torch.stack([diff[abs_at], (abs_at + offset).double(), rel[rel_at], (rel_at + offset).double()]))
         offset += got.numel()
+    errors = torch.stack(worst)
+    first_abs, first_rel = errors[:, 0].argmax(), errors[:, 2].argmax()  # the first chunk holding the largest
+    summary = torch.stack([torch.stack(mismatches).sum().double(), errors[first_abs, 0], errors[first_abs, 1],
+                           errors[first_rel, 2], errors[first_rel, 3]]).tolist()
+    mismatched, worst_abs, abs_at, worst_rel, rel_at = int(summary[0]), summary[1], int(summary[2]), summary[3], int(summary[4])
     shape = ref.shape if not ref.is_complex() else (*ref.shape, 2)
     result.update(
         passed=mismatched == 0, mismatched=mismatched, atol=a_tol,

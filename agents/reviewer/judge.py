@@ -44,7 +44,7 @@ import torch
 
 from kskill.agents.reviewer.channel import RunnerDied, RunnerProcess
 from kskill.agents.reviewer.correctness import compare_outputs, fingerprint, flatten_outputs, same_fingerprint
-from kskill.agents.reviewer.protocol import ABLATION_SEED, EXCESSIVE_SEED, VERIFY_SEED, RecordWriter
+from kskill.agents.reviewer.protocol import ABLATION_SEED, EXCESSIVE_SEED, VERIFY_SEED, RecordWriter, Stopwatch
 from kskill.agents.reviewer.reference import Reference, Trial
 from kskill.agents.reviewer.timing import timing_problems, timing_record
 from kskill.agents.reviewer.transfer import OutputReceiver, TransferError
@@ -94,6 +94,9 @@ class Judge:
         self.receiver = OutputReceiver(workdir / "transfer")
         self.reference: Reference | None = None
         self.spare: RunnerProcess | None = spare  # started before it is needed
+        # Where a check's time goes (judge.*: this process; runner.<op>: a command to the runner, reply
+        # included; run.*: the runner's own account of a trial, inside runner.run). Diagnostics only.
+        self.watch = Stopwatch(torch.cuda.synchronize if self.cuda else None)
 
     def load_reference(self) -> None:
         self.reference = Reference(self.job, lambda phase: self.phase(None, phase))
@@ -104,7 +107,12 @@ class Judge:
         self.at = phase
         self.records.write("phase", index=index, phase=phase)
 
+    def flush_spent(self) -> None:
+        self.watch.lap("judge.other")
+        self.records.write("spent", seconds=self.watch.take())
+
     def publish(self, index: int, final: bool) -> None:
+        self.flush_spent()
         state = self.states[index]
         if index in self.marks:
             name, start = self.marks.pop(index)
@@ -189,10 +197,14 @@ class Judge:
     def ask(self, index: int | None, message: dict[str, Any], timeout_s: float, doing: str) -> dict[str, Any] | None:
         """The runner's reply, or None when it died (the candidate in flight, if any, then has its verdict)."""
         phase = self.at
+        self.watch.lap("judge.other")
         try:
             if self.runner is None:
                 self.runner = self.start_runner()
+                self.watch.lap("runner.start")
             reply = self.runner.request(message, max(timeout_s, 0.1), doing, self.job["timeout_s"])
+            self.watch.lap(f"runner.{message.get('op')}")
+            self.watch.add(reply.get("spent"), "run.")
         except RunnerDied as exc:
             self.drop_runner()
             if index is not None:
@@ -244,7 +256,9 @@ class Judge:
     def trial(self, index: int, trial: Trial, deadline: float, probe: str | None = None,
               refill: bool = False) -> Ran | None:
         """One trial of a candidate, compared here; None if the runner died (the verdict is then written)."""
+        self.watch.lap("judge.other")
         expected, expected_print, input_print = self.reference.expected(trial)
+        self.watch.lap("judge.reference")
         reply = self.ask(index, {"op": "run", "index": index, "seed": trial.seed, "variant": trial.variant,
                                  "probe": probe, "refill": refill}, deadline - time.monotonic(),
                          f"running trial {trial.number}")
@@ -264,9 +278,13 @@ class Judge:
         except TransferError as exc:
             result["message"] = f"the outputs could not be read: {exc}"
             return Ran(result, None, expected_print, reply)
+        self.watch.lap("judge.receive")
         result["passed"], result["outputs"], result["message"] = compare_outputs(got, expected, self.atol, self.rtol)
+        self.watch.lap("judge.compare")
         unread = any(isinstance(g, torch.Tensor) and g.is_meta for g in got)  # a wrong shape: data never read
-        return Ran(result, None if unread else fingerprint(got), expected_print, reply)
+        printed = None if unread else fingerprint(got)
+        self.watch.lap("judge.fingerprint")
+        return Ran(result, printed, expected_print, reply)
 
     def check(self, index: int) -> None:
         """Load a candidate and run every trial; its verdict is final unless it passed."""
@@ -496,4 +514,5 @@ def judge_batch(job: dict[str, Any], records: RecordWriter, workdir: Path, spare
         return
     finally:
         judge.close()
+    judge.flush_spent()
     records.write("done")

@@ -24,7 +24,7 @@ from kskill.agents.reviewer import profiling
 from kskill.agents.reviewer.batch import CUDA_PROBE, Started, sandbox_limits, start_sandboxed
 from kskill.agents.reviewer.channel import RUNNER_MODULE
 from kskill.agents.reviewer.models import Flag, Review, ReviewOptions
-from kskill.agents.reviewer.protocol import put_in_place
+from kskill.agents.reviewer.protocol import NCU_SPENT_MARK, put_in_place
 from kskill.agents.reviewer.sandbox import python_module_argv
 
 # CUDA events may sit below ncu's kernel durations by noise (ncu flushes caches, replays kernels):
@@ -75,12 +75,28 @@ def finish_ncu(started: Started | None, options: ReviewOptions, candidate: Path 
                               "wall_s": round(time.monotonic() - began, 2)}
     if outcome.timed_out:
         return {}, unavailable_all(f"ncu ran past {timeout_s:g} s"), detail
+    detail["spent"] = target_spent(outcome.log)
     rows = profiling.parse_ncu_csv(log)
     if not rows:
         detail["log_tail"] = log[-4000:]
         return {}, unavailable_all(profiling.ncu_failure_reason(log)), detail
     obs, unavailable, more = profiling.ncu_observations(rows)
     return obs, unavailable, {**detail, **more}
+
+
+def target_spent(log: str) -> dict[str, float]:
+    """Where the ncu target's time went (waiting for its job, set-up, warm-up, the profiled forward),
+    as it printed it; empty when it printed nothing readable."""
+    for line in reversed(log.splitlines()):
+        at = line.find(NCU_SPENT_MARK)
+        if at >= 0:
+            try:
+                spent = json.loads(line[at + len(NCU_SPENT_MARK):])
+            except ValueError:
+                return {}
+            return {str(k): float(v) for k, v in spent.items() if isinstance(v, (int, float))} \
+                if isinstance(spent, dict) else {}
+    return {}
 
 
 def run_ncu(workdir: Path, options: ReviewOptions, candidate: Path | None, timeout_s: float) -> Profile:

@@ -26,6 +26,7 @@ from typing import Any
 TIMING_SEED, PROFILE_SEED, NCU_SEED = 100, 200, 300
 VARIANT_SEED, ABLATION_SEED = 500, 700
 VERIFY_SEED, EXCESSIVE_SEED = 10_000, 20_000
+NCU_SPENT_MARK = "kskill-ncu-target-spent "  # the log line where the ncu target says where its time went
 
 
 def _mac(key: bytes, body: str) -> str:
@@ -80,6 +81,41 @@ class RecordReader:
 
     def close(self) -> None:
         self.file.close()
+
+
+# --- where the time goes -------------------------------------------------------------------------
+
+class Stopwatch:
+    """Seconds per named step, summed: `lap("step")` charges the time since the last lap to "step".
+
+    `settle` (a device synchronize) runs before each lap, so work queued on a GPU is charged to the
+    step that queued it, not to whichever step waits for it next. It is only used where nothing is
+    being timed for the verdict: checking outputs, never the timing phase itself.
+    """
+
+    def __init__(self, settle: Any = None) -> None:
+        self.settle = settle
+        self.spent: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def lap(self, step: str) -> None:
+        if self.settle is not None:
+            self.settle()
+        now = time.perf_counter()
+        self.spent[step] = self.spent.get(step, 0.0) + now - self.last
+        self.last = now
+
+    def add(self, spent: Any, prefix: str = "") -> None:
+        """Another stopwatch's steps (a reply's, say), under a prefix; malformed entries are skipped."""
+        for step, seconds in (spent.items() if isinstance(spent, dict) else ()):
+            if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:
+                key = prefix + str(step)[:40]
+                self.spent[key] = self.spent.get(key, 0.0) + float(seconds)
+
+    def take(self) -> dict[str, float]:
+        """The steps so far, rounded, and a fresh start."""
+        spent, self.spent = {k: round(v, 4) for k, v in self.spent.items()}, {}
+        return spent
 
 
 # --- job files ---------------------------------------------------------------------------------

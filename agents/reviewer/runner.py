@@ -36,7 +36,7 @@ import torch
 from kskill.agents.reviewer import channel, correctness, cuda_share, profiling, timing, transfer
 from kskill.agents.reviewer import dynamic_checks as dyn
 from kskill.agents.reviewer.correctness import changed_leaves, clone_tree, fingerprint, seeded_inputs, seeded_model
-from kskill.agents.reviewer.protocol import NCU_SEED, PROFILE_SEED, TIMING_SEED, wait_for
+from kskill.agents.reviewer.protocol import NCU_SEED, NCU_SPENT_MARK, PROFILE_SEED, TIMING_SEED, Stopwatch, wait_for
 
 CONTAMINATED = 3  # exit status of a runner whose harness a candidate changed
 
@@ -202,15 +202,19 @@ class Runner:
         """One trial: inputs drawn from the seed (or the timing inputs refilled), the candidate called once."""
         self.phase = "correctness"
         loaded, seed, probe = self.candidates[msg["index"]], msg["seed"], msg.get("probe")
+        watch = Stopwatch(self.sync)
         self.sender.release()  # the judge is done with the previous outputs
         inputs = self.inputs(seed, msg.get("variant"))
         if msg.get("refill") and self.timing_inputs is not None:
             inputs = refill(self.timing_inputs, inputs)
+        watch.lap("inputs")
         before = fingerprint(inputs)
+        watch.lap("fingerprint")
         if probe == "decoy":
             dyn.leave_answer_in_freed_memory(self.reference_call(clone_tree(inputs), seed))
         else:
             dyn.poison_freed_memory(self.specs, self.device)
+        watch.lap("poison")
         counts = dict(self.launches.counts)
         self.launches.skipped, self.launches.skip = 0, probe == "ablate"
         try:
@@ -218,12 +222,18 @@ class Runner:
             self.sync()
         finally:
             self.launches.skip = False
+        watch.lap("call")
         self.check_integrity()
         launched = {k: v - counts.get(k, 0) for k, v in self.launches.counts.items() if v != counts.get(k, 0)}
         for name, n in launched.items():
             loaded.launches[name] = loaded.launches.get(name, 0) + n
-        return {"outputs": self.sender.send(got), "input_fingerprint": before, "flags": self.call_flags(got, inputs, before),
-                "launched": launched, "skipped_launches": self.launches.skipped}
+        watch.lap("integrity")
+        outputs = self.sender.send(got)
+        watch.lap("send")
+        flags = self.call_flags(got, inputs, before)
+        watch.lap("flags")
+        return {"outputs": outputs, "input_fingerprint": before, "flags": flags, "launched": launched,
+                "skipped_launches": self.launches.skipped, "spent": watch.take()}
 
     def call_flags(self, got: Any, inputs: list[Any], before: list[Any]) -> list[dict[str, Any]]:
         flags = []
@@ -377,7 +387,9 @@ def ncu_target(job_path: Path) -> int:
     """The forward Nsight Compute measures: warmed up, then one call between profiler start and stop.
     It may be started before the batch knows which candidate: it waits for its job."""
     torch.cuda.init()
+    watch = Stopwatch()
     job = wait_for(job_path)
+    watch.lap("wait_job")
     with torch.no_grad():
         runner = Runner(job["setup"])
         forward = lambda: runner.reference(*inputs)  # noqa: E731
@@ -385,13 +397,18 @@ def ncu_target(job_path: Path) -> int:
             runner.load({"index": 0, **job["candidate"]})
             forward = lambda: runner.call(runner.candidates[0], inputs, runner.seed)  # noqa: E731
         inputs = runner.inputs(runner.seed + NCU_SEED)
+        torch.cuda.synchronize()
+        watch.lap("setup")
         for _ in range(2):
             forward()
         torch.cuda.synchronize()
+        watch.lap("warmup")
         torch.cuda.profiler.start()
         forward()
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
+        watch.lap("profiled")
+    print(NCU_SPENT_MARK + json.dumps(watch.take()), flush=True)  # read back by nsight.finish_ncu
     return 0
 
 

@@ -26,7 +26,7 @@ REVIEWED = [1.0, 3.0, 1.4, 0.9, 1.2, 1.1]  # by order of first review: one infla
 CONFIRMED = [1.0, 1.1, 1.35, 0.9, 1.2, 1.1]  # what the same candidates give when timed again
 
 
-def scripted_review():
+def scripted_review(reviewed: list[float] = REVIEWED, confirmed: list[float] = CONFIRMED):
     template = review(PROBLEM, PROBLEM.read_text() + "\nModelNew = Model\n",
                       ReviewOptions(trials=1, device="cpu", cpu_timing_reps=2))
     assert template.passed and template.timing is not None
@@ -38,7 +38,7 @@ def scripted_review():
         again = digest in order
         index = order.setdefault(digest, len(order))
         calls.append(index)
-        speedup = (CONFIRMED if again else REVIEWED)[index]
+        speedup = (confirmed if again else reviewed)[index]
         timing = template.timing.model_copy(update={"speedup": speedup, "representative": True})
         return template.model_copy(update={"timing": timing})
 
@@ -71,6 +71,21 @@ def test_the_returned_model_is_chosen_by_the_re_timing(store, tmp_path):
     assert {n for n, a in rows.items() if a.get("confirmed_speedup") is not None} == confirmed
     listed = next(r for r in Trajectory(store).runs(10) if r["id"] == state.run_id)
     assert listed["best_speedup"] == 1.35
+
+
+def test_a_run_whose_candidates_never_beat_the_reference_is_not_re_timed(store, tmp_path):
+    """Re-timing guards the choice of a returned candidate; below the gain that returns one
+    (1% over the reference) there is no choice to guard, and the reference comes back at once."""
+    flat = [1.0, 0.995, 1.005, 0.9, 1.0, 0.97]
+    fn, calls = scripted_review(flat, [3.0] * len(flat))  # a re-timing would have made one look fast
+    config = LoopConfig(iterations=5, trials=1, retrieval="lexical", device="cpu", learn="never")
+    state = start(store, load_settings(), PROBLEM, config, tmp_path / "run", review_fn=fn)
+
+    candidates = [a for a in state.attempts.values() if a.kind != "reference" and a.verified]
+    assert len(candidates) >= 3, [a.status for a in state.attempts.values()]
+    assert len(calls) == len(candidates), "no candidate was reviewed a second time"
+    assert all(a.confirmed_speedup is None for a in state.attempts.values())
+    assert state.best().kind == "reference" and summary(state)["confirm_batch"] == {}
 
 
 @pytest.mark.slow  # a whole run of the loop with real reviews

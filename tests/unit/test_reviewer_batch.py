@@ -73,6 +73,12 @@ def test_a_mixed_batch_gives_each_candidate_its_own_class_and_times_the_good_one
     phases = good.profile["batch"]["phases"]
     assert {"start", "load_problem", "reference", "load_candidate", "correctness", "timing"} <= set(phases), phases
     assert 0.5 * elapsed < sum(phases.values()) <= elapsed, (phases, elapsed)
+    # Finer: the judge's own steps and each command to the runner, with the runner's account of its trials.
+    steps = good.profile["batch"]["steps"]
+    assert {"judge.reference", "judge.compare", "runner.load", "runner.run", "runner.time", "run.call",
+            "run.inputs"} <= set(steps), steps
+    assert steps["run.call"] <= steps["runner.run"]  # the runner's own account lies inside the command's time
+    assert sum(v for k, v in steps.items() if not k.startswith("run.")) <= elapsed, (steps, elapsed)
 
 
 def test_the_time_limit_holds_while_a_review_is_in_flight_and_finished_reviews_are_kept():

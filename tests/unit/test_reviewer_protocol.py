@@ -6,12 +6,14 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from kskill.agents.reviewer.protocol import RecordReader, RecordWriter
+from kskill.agents.reviewer import nsight
+from kskill.agents.reviewer.protocol import NCU_SPENT_MARK, RecordReader, RecordWriter, Stopwatch
 from kskill.agents.reviewer.timing import timing_problems
 from kskill.agents.reviewer.transfer import OutputReceiver, OutputSender, TransferError, Unsendable, _take_fd
 
@@ -138,3 +140,24 @@ def test_the_sandboxed_modules_need_only_torch_and_the_standard_library():
             "print(sorted({'pydantic', 'yaml', 'click', 'falkordb', 'redis'} & {m.split('.')[0] for m in sys.modules}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_stopwatch_charges_each_lap_to_its_step_and_folds_in_another_account():
+    watch = Stopwatch()
+    time.sleep(0.02)
+    watch.lap("first")
+    watch.lap("second")
+    watch.lap("first")
+    watch.add({"call": 0.5, "bad": "x", "negative": -1.0, "huge": 1e9}, "run.")
+    spent = watch.take()
+    assert set(spent) == {"first", "second", "run.call"}  # malformed entries of the other account are dropped
+    assert spent["first"] >= 0.02 and spent["second"] < spent["first"] and spent["run.call"] == 0.5
+    assert watch.take() == {}
+
+
+def test_the_ncu_targets_account_is_read_from_its_log():
+    log = ("==PROF== Connected to process 12\n"
+           f"{NCU_SPENT_MARK}{{\"setup\": 1.5, \"warmup\": 0.25}}\n==PROF== Disconnected from process 12\n")
+    assert nsight.target_spent(log) == {"setup": 1.5, "warmup": 0.25}
+    assert nsight.target_spent("no such line") == {}
+    assert nsight.target_spent(f"{NCU_SPENT_MARK}not json") == {}
