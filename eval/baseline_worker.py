@@ -31,21 +31,21 @@ from typing import Any
 import torch
 
 
-def _reviewer_modules() -> tuple[Any, Any, Any]:
-    """timing, correctness, dynamic_checks of agents/reviewer, without the package's __init__."""
+def _reviewer_modules() -> tuple[Any, Any, Any, Any]:
+    """timing, correctness, dynamic_checks, protocol of agents/reviewer, without the package's __init__."""
     import kskill.agents
 
     if "kskill.agents.reviewer" not in sys.modules:
         package = types.ModuleType("kskill.agents.reviewer")
         package.__path__ = [str(Path(kskill.agents.__file__).parent / "reviewer")]
         sys.modules["kskill.agents.reviewer"] = package
-    from kskill.agents.reviewer import correctness, dynamic_checks, timing
+    from kskill.agents.reviewer import correctness, dynamic_checks, protocol, timing
 
-    return timing, correctness, dynamic_checks
+    return timing, correctness, dynamic_checks, protocol
 
 
 # Bound before any contender is imported: a module that patches torch later cannot patch these.
-timing, correctness, dynamic_checks = _reviewer_modules()
+timing, correctness, dynamic_checks, protocol = _reviewer_modules()
 
 EAGER = "eager"
 KSKILL = "kskill"
@@ -269,19 +269,34 @@ def run(job: dict[str, Any], result: Result) -> None:
             result.data["timing_error"] = f"{type(exc).__name__}: {exc}"[:600]
 
 
-def main(argv: list[str] | None = None) -> int:
-    faulthandler.enable()  # a segfault still leaves a traceback in the log
-    job_path = Path((argv or sys.argv)[1])
-    job = json.loads(job_path.read_text())
-    job_path.unlink()
-    result = Result(job)
-    if job["device"] == "cuda":
-        try:
-            import torch._inductor.config as inductor_config
+def prepare(device: str) -> None:
+    """What the worker can do before its job arrives: CUDA's context and torch.compile's imports
+    (seconds each). The parent may start the worker while kskill optimize still runs; nothing here
+    launches a kernel, so the GPU stays quiet for optimize's own timings."""
+    if device != "cuda":
+        return
+    torch.cuda.init()
+    try:
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.config as inductor_config
+        from torch._inductor import compile_fx  # noqa: F401
 
-            inductor_config.compile_threads = 1  # no pool of compile workers competing with the timing
-        except (ImportError, AttributeError):  # a torch without the setting compiles as it will
-            pass
+        inductor_config.compile_threads = 1  # no pool of compile workers competing with the timing
+    except (ImportError, AttributeError):  # a torch without these compiles as it will
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`baseline_worker JOB.json DEVICE`: prepares for DEVICE, then waits for JOB.json if it is not
+    there yet (the parent writes it whole, then renames it into place)."""
+    faulthandler.enable()  # a segfault still leaves a traceback in the log
+    argv = argv or sys.argv
+    job_path = Path(argv[1])
+    prepare(argv[2] if len(argv) > 2 else "cpu")
+    began = time.perf_counter()
+    job = protocol.wait_for(job_path)
+    result = Result(job)
+    result.data["waited_s"] = round(time.perf_counter() - began, 3)  # ready this long before its job came
     code = 0
     try:
         with torch.no_grad():

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kskill.agents.reviewer.batch import CUDA_PROBE
+from kskill.agents.reviewer.batch import CUDA_PROBE, Started, start_sandboxed
+from kskill.agents.reviewer.protocol import put_in_place
 from kskill.agents.reviewer.sandbox import (
     SandboxLimits, SandboxOutcome, python_module_argv, run_sandboxed, workspace_environment)
 
@@ -54,7 +55,7 @@ def _job(workdir: Path, problem_path: Path, candidate_path: Path | None, setting
            "tolerances": settings.tolerances, "compile_modes": list(settings.compile_modes),
            "timing": settings.timing, "exclude": exclude}
     path = workdir / f"job-{run}.json"
-    path.write_text(json.dumps(job))
+    put_in_place(path, json.dumps(job))  # a worker started early waits for this name
     return path, result_path, nonce
 
 
@@ -79,33 +80,70 @@ def _death(outcome: SandboxOutcome, data: dict[str, Any] | None, settings: Basel
     return f"the worker exited with status {outcome.returncode}{where}"
 
 
+def _environment(settings: BaselineSettings, extra_env: dict[str, str] | None) -> dict[str, str]:
+    env = dict(extra_env or {})
+    if settings.device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def _limits(settings: BaselineSettings, timeout_s: float) -> SandboxLimits:
+    return SandboxLimits(timeout_s=timeout_s, memory_limit_mb=settings.memory_limit_mb,
+                         address_space_limit=settings.device == "cpu", isolate_network=True)
+
+
+def _argv(settings: BaselineSettings, job_path: Path) -> list[str]:
+    return python_module_argv(WORKER_MODULE, str(job_path), settings.device)
+
+
+def start_worker(settings: BaselineSettings, workdir: Path, extra_env: dict[str, str] | None,
+                 wait_s: float) -> Started:
+    """A baseline worker started before its job: it sets up CUDA and torch.compile's imports, then
+    waits (up to wait_s, then its own time limit) for the job that run_baselines gives it. Started
+    while kskill optimize runs, it costs that run nothing on the GPU (prepare() launches no kernel)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    job_name = "job-0.json"
+    return start_sandboxed(_argv(settings, workdir / job_name), workdir, job_name,
+                           _limits(settings, settings.timeout_s + wait_s), extra_env=_environment(settings, extra_env),
+                           network_probe=CUDA_PROBE if settings.device == "cuda" else ("true",))
+
+
 def run_baselines(problem_path: Path, candidate_path: Path | None, settings: BaselineSettings, workdir: Path,
-                  extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+                  extra_env: dict[str, str] | None = None, warm: Started | None = None) -> dict[str, Any]:
     """The worker's result; `crashed` maps each contender left out after killing a worker to why.
-    The worker's temp and compiler-cache folders are removed afterwards; its log and answers stay."""
+    `warm`, a worker from start_worker in the same workdir, takes the first run. The worker's temp
+    and compiler-cache folders are removed afterwards; its log and answers stay."""
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        return _run_worker(problem_path, candidate_path, settings, workdir, extra_env)
+        return _run_worker(problem_path, candidate_path, settings, workdir, extra_env, warm)
     finally:
+        if warm is not None:
+            warm.end()
         for name, folder in workspace_environment(workdir).items():
             if name.endswith(("DIR", "PATH")):
                 shutil.rmtree(folder, ignore_errors=True)
 
 
+def _sandboxed_run(settings: BaselineSettings, workdir: Path, job_path: Path, env: dict[str, str],
+                   warm: Started | None) -> SandboxOutcome:
+    """One run of the worker on its job: the warm worker's, where it is alive and read the job, else a fresh one."""
+    if warm is not None and warm.job_path == job_path:
+        warm.wait(settings.timeout_s)
+        if "outcome" in warm.result and not job_path.exists():  # it read the job: this was its run
+            return warm.result["outcome"]
+        # It never took the job (it died waiting, or its sandbox did not start): a fresh worker reads it.
+    return run_sandboxed(_argv(settings, job_path), workdir=workdir, limits=_limits(settings, settings.timeout_s),
+                         extra_env=env, network_probe=CUDA_PROBE if settings.device == "cuda" else ("true",))
+
+
 def _run_worker(problem_path: Path, candidate_path: Path | None, settings: BaselineSettings, workdir: Path,
-                extra_env: dict[str, str] | None) -> dict[str, Any]:
-    env = dict(extra_env or {})
-    if settings.device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-    limits = SandboxLimits(timeout_s=settings.timeout_s, memory_limit_mb=settings.memory_limit_mb,
-                           address_space_limit=settings.device == "cpu", isolate_network=True)
-    probe = CUDA_PROBE if settings.device == "cuda" else ("true",)
+                extra_env: dict[str, str] | None, warm: Started | None) -> dict[str, Any]:
+    env = _environment(settings, extra_env)
     crashed: dict[str, str] = {}
     data: dict[str, Any] | None = None
     for run in range(MAX_RUNS):
         job_path, result_path, nonce = _job(workdir, problem_path, candidate_path, settings, list(crashed), run)
-        outcome = run_sandboxed(python_module_argv(WORKER_MODULE, str(job_path)), workdir=workdir, limits=limits,
-                                extra_env=env, network_probe=probe)
+        outcome = _sandboxed_run(settings, workdir, job_path, env, warm if run == 0 else None)
         data = _read(result_path, nonce)
         if data is not None and data.get("finished"):
             break

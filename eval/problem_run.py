@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kskill.agents.reviewer.backend_rules import check_triton_backend
-from kskill.eval.baselines import BaselineSettings, run_baselines
+from kskill.eval.baselines import BaselineSettings, run_baselines, start_worker
 from kskill.eval.processes import CHILDREN, launcher_argv, signal_group
 from kskill.eval.roofline import roofline_in_subprocess
 from kskill.eval.suite import SuiteProblem
@@ -237,6 +237,7 @@ def compose_row(problem: SuiteProblem, settings: EvalSettings, summary: dict[str
     timing = baseline.get("timing") or {}
     versions = baseline.get("versions") or (baseline.get("partial") or {}).get("versions") or {}
     row["baseline_steps_s"] = baseline.get("steps_s") or (baseline.get("partial") or {}).get("steps_s") or {}
+    row["baseline_waited_s"] = baseline.get("waited_s")
     row["compile_s"] = {name: entry.get("compile_s") for name, entry in (baseline.get("contenders") or {}).items()
                         if entry.get("compile_s") is not None}
     row.update(timings_representative=bool(timing.get("representative")), l2_flush_bytes=timing.get("l2_flush_bytes"),
@@ -258,18 +259,22 @@ def run_problem(problem: SuiteProblem, settings: EvalSettings, work_dir: Path, g
     name = lane_device_name(settings.device, gpu)
     roof_thread = threading.Thread(target=lambda: roof.append(roofline_in_subprocess(problem.path, name)), daemon=True)
     roof_thread.start()
-    on_state(problem.id, "optimize", None)
-    summary, optimize_error, optimize_s = run_optimize(problem, settings, work_dir / "run", env, on_state)
-    model_new = work_dir / "run" / "model_new.py"
-    candidate = model_new if summary is not None and summary.get("beats_reference") and model_new.is_file() else None
-    CHILDREN.raise_if_stopping()
-    on_state(problem.id, "baselines", summary.get("best_speedup") if summary else None)
-    started_baselines = time.monotonic()
+    # The baseline worker starts now and prepares (CUDA, torch.compile's imports) while optimize runs;
+    # it launches nothing on the GPU before its job, which comes once optimize is done.
+    baseline_env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None
     CHILDREN.add(work_dir / "baseline")
+    warm = start_worker(settings.baselines, work_dir / "baseline", baseline_env, settings.optimize_timeout_s())
     try:
-        baseline = run_baselines(problem.path, candidate, settings.baselines, work_dir / "baseline",
-                                 {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None)
+        on_state(problem.id, "optimize", None)
+        summary, optimize_error, optimize_s = run_optimize(problem, settings, work_dir / "run", env, on_state)
+        model_new = work_dir / "run" / "model_new.py"
+        candidate = model_new if summary is not None and summary.get("beats_reference") and model_new.is_file() else None
+        CHILDREN.raise_if_stopping()
+        on_state(problem.id, "baselines", summary.get("best_speedup") if summary else None)
+        started_baselines = time.monotonic()
+        baseline = run_baselines(problem.path, candidate, settings.baselines, work_dir / "baseline", baseline_env, warm)
     finally:
+        warm.end()
         CHILDREN.discard(work_dir / "baseline")
     baseline_s = time.monotonic() - started_baselines
     CHILDREN.raise_if_stopping()
