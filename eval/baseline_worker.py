@@ -277,10 +277,9 @@ def prepare(device: str) -> None:
         return
     torch.cuda.init()
     try:
-        import torch._dynamo  # noqa: F401
-        import torch._inductor.config as inductor_config
-        from torch._inductor import compile_fx  # noqa: F401
-
+        for module in ("torch._dynamo", "torch._inductor.compile_fx"):
+            importlib.import_module(module)
+        inductor_config = importlib.import_module("torch._inductor.config")
         inductor_config.compile_threads = 1  # no pool of compile workers competing with the timing
     except (ImportError, AttributeError):  # a torch without these compiles as it will
         pass

@@ -71,3 +71,15 @@ def test_a_worker_started_before_its_job_takes_it_and_one_that_died_is_replaced(
     result = run_baselines(RELU, candidate, settings, tmp_path / "ended", warm=ended)
     assert result["finished"] and result["contenders"]["kskill"]["correct"]["strict"]
     assert result["waited_s"] < 0.5, "a fresh worker found its job waiting"
+
+
+def test_the_worker_prepares_for_a_gpu_before_its_job():
+    """What the waiting worker does on a GPU, run here with CUDA's initialisation stubbed (no GPU):
+    torch.compile's modules imported, compile workers kept to one."""
+    code = ("import sys, torch\ntorch.cuda.init = lambda: None\n"
+            "import kskill.eval.baseline_worker as w\nw.prepare('cuda')\n"
+            "import torch._inductor.config as c\n"
+            "print('torch._dynamo' in sys.modules, 'torch._inductor.compile_fx' in sys.modules, c.compile_threads)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "1"]
