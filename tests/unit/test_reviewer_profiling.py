@@ -68,6 +68,15 @@ def test_ncu_command_keeps_clocks_and_profiles_one_range():
     assert args[args.index("--profile-from-start") + 1] == "off"
 
 
+def test_ncu_is_asked_for_every_counter_the_vocabulary_reads_and_no_section():
+    asked = set(profiling.ncu_arguments("/tmp/r.csv")[-1].split(","))
+    assert "--section" not in profiling.ncu_arguments("/tmp/r.csv")
+    for metric, raw in profiling.ncu_vocabulary().items():
+        counters = [n for n in raw if "__pcsamp_" not in n]
+        assert counters and set(counters) <= asked, metric
+    assert {"gpu__time_duration.sum", "smsp__sass_branch_targets.sum"} <= asked  # duration check, branch guard
+
+
 def test_torch_profiler_on_cpu_reports_ops_and_marks_gpu_metrics_unavailable():
     x = torch.randn(32, 32)
     obs, unavailable, detail = profiling.torch_profile(lambda: torch.relu(x @ x), cuda=False, calls=2)
