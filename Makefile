@@ -2,8 +2,8 @@
 .PHONY: demo test test-fast setup
 
 # Tests that `make test-fast` leaves out: the long loop, eval and retrieval runs, the GPU tier, the
-# fault suite and the LLM tier (a real model on the CPU).
-FAST = not slow and not gpu and not reliability and not llm
+# fault suite, the LLM tier (a real model on the CPU) and the Ray tier (a real local Ray cluster).
+FAST = not slow and not gpu and not reliability and not llm and not ray
 # Test processes (pytest-xdist), each taking whole files: most tests hold one core, and a file's
 # module fixtures are built once. Files go out in the order tests/conftest.py sets (long files
 # first), not xdist's own (most tests first). The slowest tests are listed at the end.

@@ -75,7 +75,10 @@ def run(app: App, suite: Path, levels: tuple[int, ...], patterns: tuple[str, ...
         as_json: bool) -> None:
     """Run `kskill optimize` on every problem of SUITE, then check and time eager, torch.compile and the
     returned module together; writes results.json, results.csv, report.md and report.html."""
+    from kskill.bytecode import warn_missing_bytecode
     from kskill.eval.runner import EvalRequest, default_out, run_eval
+
+    warn_missing_bytecode()  # every problem starts processes that import torch
 
     if resume and out_dir is None:
         raise click.UsageError("--resume needs --out: the folder of the evaluation to continue")

@@ -106,6 +106,9 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise click.BadParameter(f"{out_dir} exists and is not a directory", param_hint="--out")
     from kskill.session import resume, start  # the loop imports torch
+    from kskill.bytecode import warn_missing_bytecode
+
+    warn_missing_bytecode()  # every review starts processes that import torch
 
     store = app.store()
     show = Display()

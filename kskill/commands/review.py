@@ -6,6 +6,7 @@ import click
 
 from kskill.agents.reviewer import Review, ReviewOptions, review as run_review
 from kskill.app import App, json_option, pass_app
+from kskill.bytecode import warn_missing_bytecode
 
 
 @click.command()
@@ -37,6 +38,7 @@ def review(app: App, problem: str, candidate: str, trials: int, atol: float | No
                             input_variants=not no_input_variants, unsandboxed_ok=unsafe_no_sandbox,
                             hidden_paths=[str(app.settings.home)],
                             profile_cache_dir=str(app.settings.home / "profile-cache"))
+    warn_missing_bytecode()  # the review's processes import torch
     result = run_review(problem, candidate, options)
     click.echo(result.to_json() if as_json else summary(result))
     if not result.passed:
