@@ -138,9 +138,14 @@ class SentenceView:
 class ClaimRules:
     """Turns sentence views into claims; `linker` resolves metric phrases and knows node kinds."""
 
-    def __init__(self, linker: EntityLinker, extractor: str = "rules"):
+    def __init__(self, linker: EntityLinker, extractor: str = "rules", edge_bar: float = EDGE_BAR,
+                 evidence_bar: float = EVIDENCE_BAR):
+        """`edge_bar` and `evidence_bar`: the scores a remedy and plain evidence must reach; a learned scorer
+        lowers them to see more candidates and decides itself which to keep."""
         self.linker = linker
         self.extractor = extractor
+        self.edge_bar = edge_bar
+        self.evidence_bar = evidence_bar
 
     def claims(self, view: SentenceView) -> list[Claim]:
         if POINTER.search(view.text):
@@ -199,10 +204,10 @@ class ClaimRules:
                 score, kind = self._remedy_score(view, b, t, b_inherited or t_inherited)
                 if WHEN_TO_APPLY.search(view.text) and t_inherited in ("", "heading") and kind == "remedy":
                     score = min(score + 0.2, 0.95)
-                if kind == "remedy" and score >= EDGE_BAR:
+                if kind == "remedy" and score >= self.edge_bar:
                     claims.append(self._claim(EntityRef("Bottleneck", b.id), "ADDRESSED_BY", EntityRef("Technique", t.id),
                                               score, view, "remedy", gain=_gain(view.text)))
-                elif kind == "cause" and score >= EDGE_BAR:
+                elif kind == "cause" and score >= self.edge_bar:
                     claims.append(self._claim(EntityRef("Bottleneck", b.id), "SUPPORTS", None, score, view, "cause"))
         return claims
 
@@ -299,7 +304,7 @@ class ClaimRules:
                 score = 0.3 + (0.1 if top else 0.0) + (0.1 if shares else 0.0) + (0.1 if DEFINITION.search(view.text) else 0.0)
             else:
                 continue
-            if score >= EVIDENCE_BAR:
+            if score >= self.evidence_bar:
                 kind = "definition" if DEFINITION.search(view.text) else ""
                 out.append(self._claim(EntityRef(m.kind, node_id), "SUPPORTS", None, round(min(score, 0.9), 2), view, kind))
         return out
