@@ -10,7 +10,8 @@ listed counts as negative here, so the precision printed is a lower bound of wha
 
 Leave-one-document-out: for each document, a model is fitted on all the others and applied to it; the
 threshold is then chosen on those held-out scores (pooled), and recall and label precision are reported at
-it, beside the rules alone (`rules-3`) on the same documents. `--write` fits the final model on every
+it, beside the rules alone (`rules-3`) and the scorer alone (deciding every candidate) on the same documents.
+What ships is the rules' own claims plus the weak candidates the scorer keeps (ingest/extract_rules.py). `--write` fits the final model on every
 training document and writes ingest/scorer.json with the chosen threshold and these figures.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +96,32 @@ def claim_row(claim) -> dict[str, Any]:
 
 
 def examples(doc: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Signals and targets of a document's candidates. A candidate is positive when it is a listed item read
+    from the passage the expert quoted for it, negative when it is no listed item at all; one that is a listed
+    item read from another sentence is left out (right or wrong, the labels cannot tell)."""
     from kskill.ingest.scorer import FEATURES, as_vector
 
-    rows = doc["candidates"]
-    x = np.array([as_vector(r["signals"]) for r in rows], dtype=float).reshape(len(rows), len(FEATURES))
-    y = np.array([1.0 if any(found(item, [r]) for item in doc["items"]) else 0.0 for r in rows])
-    return x, y
+    xs, ys = [], []
+    for r in doc["candidates"]:
+        matched = [item for item in doc["items"] if found(item, [r])]
+        if matched and not any(_same_passage(r["quote"], item.get("quote", "")) for item in matched):
+            continue
+        xs.append(as_vector(r["signals"]))
+        ys.append(1.0 if matched else 0.0)
+    return np.array(xs, dtype=float).reshape(len(xs), len(FEATURES)), np.array(ys)
+
+
+def _same_passage(quote: str, label_quote: str) -> bool:
+    """Most content words of the shorter text appear in the other (label quotes abridge with "...")."""
+    a, b = _content_words(quote), _content_words(label_quote)
+    return bool(a and b) and len(a & b) >= 0.5 * min(len(a), len(b))
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z][a-z0-9_]{2,}", text.lower()) if w not in _STOP}
+
+
+_STOP = {"the", "and", "for", "with", "that", "this", "are", "can", "from", "into", "which", "not", "but", "its"}
 
 
 # --- the model -----------------------------------------------------------------------------------
@@ -126,11 +148,14 @@ def predict(model: dict[str, Any], x: np.ndarray) -> np.ndarray:
 
 def leave_one_out(docs: list[dict[str, Any]]) -> None:
     """Each document's candidates scored by a model fitted without it (`doc["held_out"]`)."""
+    from kskill.ingest.scorer import FEATURES, as_vector
+
     data = [examples(d) for d in docs]
     for i, doc in enumerate(docs):
         rest = [data[j] for j in range(len(docs)) if j != i and len(data[j][1])]
         model = fit(np.vstack([x for x, _ in rest]), np.concatenate([y for _, y in rest]))
-        doc["held_out"] = predict(model, data[i][0]) if len(data[i][1]) else np.zeros(0)
+        x = np.array([as_vector(r["signals"]) for r in doc["candidates"]], dtype=float).reshape(-1, len(FEATURES))
+        doc["held_out"] = predict(model, x)
 
 
 def figures(docs: list[dict[str, Any]], kept_rows) -> dict[str, Any]:
@@ -149,11 +174,26 @@ def figures(docs: list[dict[str, Any]], kept_rows) -> dict[str, Any]:
             "label_precision": _ratio(correct, kept), "kept": kept, "correct": correct}
 
 
-def choose_threshold(docs: list[dict[str, Any]]) -> tuple[float, dict[str, Any]]:
+def scored_alone(doc: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
+    """The candidates the held-out scorer keeps, when it decides alone."""
+    return [r for r, p in zip(doc["candidates"], doc["held_out"]) if p >= threshold]
+
+
+def rules_and_scored(doc: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
+    """What the extractor keeps: the rules' own claims, plus the candidates the held-out scorer keeps."""
+    have = {_key(r) for r in doc["rules3"]}
+    return doc["rules3"] + [r for r in scored_alone(doc, threshold) if _key(r) not in have]
+
+
+def _key(row: dict[str, Any]) -> tuple[str, str, str, str]:
+    return (row["subject"], row["relation"], row["object"], row["quote"])
+
+
+def choose_threshold(docs: list[dict[str, Any]], kept_rows=rules_and_scored) -> tuple[float, dict[str, Any]]:
     """The held-out threshold with the best F1 of item recall and label precision."""
     best = (-1.0, 0.5, {})
     for t in np.arange(0.05, 0.95, 0.025):
-        f = figures(docs, lambda d, t=t: [r for r, p in zip(d["candidates"], d["held_out"]) if p >= t])
+        f = figures(docs, lambda d, t=t: kept_rows(d, t))
         score = _f1(f["recall"], f["label_precision"])
         if score > best[0]:
             best = (score, round(float(t), 3), f)
@@ -188,13 +228,13 @@ def main() -> None:
                                               for d in docs}))
     leave_one_out(docs)
     threshold, held_out = choose_threshold(docs)
-    candidates = figures(docs, lambda d: d["candidates"])
-    rules3 = figures(docs, lambda d: d["rules3"])
+    alone_threshold, alone = choose_threshold(docs, scored_alone)
     report = {"documents": len(docs), "threshold": threshold, "leave_one_out": held_out,
-              "candidates_upper_bound": candidates, "rules3_same_documents": rules3}
+              "scorer_alone": {"threshold": alone_threshold, **alone},
+              "candidates_upper_bound": figures(docs, lambda d: d["candidates"] + d["rules3"]),
+              "rules3_same_documents": figures(docs, lambda d: d["rules3"])}
     print(json.dumps(report, indent=2))
-    per_doc = {d["name"]: {"learned": figures([d], lambda d, t=threshold: [r for r, p in zip(d["candidates"],
-                                                                                            d["held_out"]) if p >= t]),
+    per_doc = {d["name"]: {"learned": figures([d], lambda d: rules_and_scored(d, threshold)),
                            "rules3": figures([d], lambda d: d["rules3"])} for d in docs}
     if args.json:
         args.json.write_text(json.dumps({"summary": report, "documents": per_doc}, indent=2))

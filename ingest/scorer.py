@@ -34,11 +34,35 @@ FEATURES = (
     "object_named", "object_heading", "named_count", "passing",
     "cue_definition", "cue_remedy", "cue_cause", "cue_advice", "figure", "negation",
     "length", "preface", "code", "pointer",
+    "subject_document", "subject_title", "list_item",
 )
 
 
-def view_signals(claim: Claim, view: SentenceView) -> dict[str, float]:
-    """The signals of a claim read from one sentence and its context."""
+@dataclass(frozen=True)
+class DocumentTopics:
+    """What a whole document is about: how many of its sentences name each node, and the nodes its title
+    names. A node a document keeps coming back to is what it explains; one named once is met in passing."""
+
+    sentences_naming: Mapping[str, int]
+    in_title: frozenset[str]
+    text: str  # the document's text, to see how a sentence's line starts (a list item, a table row)
+    title: str = ""
+
+    def signals(self, node_id: str, start: int) -> dict[str, float]:
+        line = self.text.rfind("\n", 0, start) + 1
+        head = self.text[line:start].lstrip()
+        return {
+            "subject_document": min(math.log1p(self.sentences_naming.get(node_id, 0)) / math.log(20), 1.0),
+            "subject_title": 1.0 if node_id in self.in_title else 0.0,
+            "list_item": 1.0 if LIST_MARK.match(head) or LIST_MARK.match(self.text[line:line + 4]) else 0.0,
+        }
+
+
+LIST_MARK = re.compile(r"(?:[-*+•|]|\d{1,2}[.)])\s")
+
+
+def view_signals(claim: Claim, view: SentenceView, topics: DocumentTopics, start: int) -> dict[str, float]:
+    """The signals of a claim read from one sentence (starting at `start` in the document) and its context."""
     text = view.text
     subject = claim.subject.id
     obj = claim.object.id if isinstance(claim.object, EntityRef) else ""
@@ -59,10 +83,11 @@ def view_signals(claim: Claim, view: SentenceView) -> dict[str, float]:
         "preface": 1.0 if PREFACE.search(view.heading) else 0.0,
     })
     out.update(text_signals(text))
+    out.update(topics.signals(subject, start))
     return out
 
 
-def proposal_signals(claim: Claim) -> dict[str, float]:
+def proposal_signals(claim: Claim, topics: DocumentTopics) -> dict[str, float]:
     """The signals of a proposal: its sentence, and whether that sentence names the proposed thing."""
     out = _relation_signals(claim)
     quote = claim.evidence.quote
@@ -70,6 +95,8 @@ def proposal_signals(claim: Claim) -> dict[str, float]:
     out["proposal"] = 1.0
     out["subject_named"] = 1.0 if name and name.lower() in quote.lower() else 0.0
     out.update(text_signals(quote))
+    out["subject_document"] = min(math.log1p(topics.text.lower().count(name.lower())) / math.log(20), 1.0) if name else 0.0
+    out["subject_title"] = 1.0 if name and name.lower() in topics.title.lower() else 0.0
     return out
 
 
