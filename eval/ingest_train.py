@@ -27,10 +27,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from .ingest_eval import CORPUS, CORPUS_LABELS, DEV_CORPUS, DEV_LABELS, ingest_home
+from .ingest_eval import CORPUS, CORPUS_LABELS, DEV_CORPUS, DEV_LABELS, TUNE_HALVES, ingest_home
 from .ingest_scoring import found, in_scope, load_corpus_labels
 
-TRAIN_HALVES = ("tune", "heldout2")
 L2 = 1.0  # ridge strength on standardised signals: a few hundred examples, about thirty weights
 STEPS = 3000
 
@@ -41,7 +40,7 @@ def training_documents() -> list[dict[str, Any]]:
     """(path, items, scope) for every labelled training document."""
     docs = []
     for label in load_corpus_labels(CORPUS_LABELS).values():
-        if label.half in TRAIN_HALVES:
+        if label.half in TUNE_HALVES:
             docs.append({"name": label.name, "path": str(CORPUS / label.name), "items": label.items,
                          "scope": label.scope})
     if DEV_CORPUS.is_dir():

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from kskill.eval.ingest_eval import CORPUS_LABELS
+from kskill.eval.ingest_eval import CORPUS_LABELS, TUNE_HALVES
 from kskill.eval.ingest_scoring import load_corpus_labels
-from kskill.eval.ingest_train import TRAIN_HALVES, fit, predict
+from kskill.eval.ingest_train import fit, predict
 from kskill.ingest.scorer import FEATURES, WEIGHTS, ClaimScorer, DocumentTopics, as_vector, text_signals
 
 
@@ -19,7 +19,7 @@ def test_the_shipped_weights_read_the_current_signals_and_no_held_out_document()
     assert scorer.features == FEATURES and len(scorer.weights) == len(FEATURES)
     assert 0.0 < scorer.threshold < 1.0
     trained_on = set(json.loads(WEIGHTS.read_text())["trained_on"])
-    held_out = {lab.name for lab in load_corpus_labels(CORPUS_LABELS).values() if lab.half not in TRAIN_HALVES}
+    held_out = {lab.name for lab in load_corpus_labels(CORPUS_LABELS).values() if lab.half not in TUNE_HALVES}
     assert held_out, "the corpus keeps a held-out half"
     assert not trained_on & held_out
 
