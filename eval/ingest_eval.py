@@ -7,7 +7,8 @@ Every document goes through the real pipeline (embedded FalkorDB in a temporary 
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
 - eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout3` is
   the held-out half, never tuned on; `tune` and `heldout2` are tune material; documents kept outside the
-  repository, listed in corpus/SOURCES.md, are read from `--extra-corpus DIR`), the source metadata, whether each document whose subject the built-in base has gave it
+  repository, listed in corpus/SOURCES.md, are read from `--extra-corpus DIR`), the source metadata,
+  whether each document whose subject the built-in base has gave it
   evidence, and a seeded random sample of extracted items with their supporting sentences, for a
   person to judge precision (a correct item an expert did not list is not an error).
 - the development set (../shared/corpus, labels.yaml): precision and recall of claim triples.
@@ -62,21 +63,19 @@ def ingest_home() -> Iterator[tuple[Any, Any, Path]]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-LEARNED = True  # --extractor rules sets False: the rules alone, as main's rules-3 reads
-
-
-def ingest_folder(folder: Path, names: list[str]) -> dict[str, Any]:
+def ingest_folder(folder: Path, names: list[str], learned: bool = True) -> dict[str, Any]:
     """Ingest the named files of a folder into a fresh store; their reports by name, and the time taken."""
-    return ingest_paths([folder / n for n in names])
+    return ingest_paths([folder / n for n in names], learned)
 
 
-def ingest_paths(paths: list[Path]) -> dict[str, Any]:
-    """Ingest the files into a fresh store; their reports by name, and the time taken."""
+def ingest_paths(paths: list[Path], learned: bool = True) -> dict[str, Any]:
+    """Ingest the files into a fresh store; their reports by name, and the time taken. `learned=False`:
+    the rules alone, as main's `rules-3` reads."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
     with ingest_home() as (store, retriever, home):
-        ingestor = Ingestor(store, None, retriever, IngestOptions(learned=LEARNED),
+        ingestor = Ingestor(store, None, retriever, IngestOptions(learned=learned),
                             on_written=lambda: refresh(retriever, store, home))
         started = time.perf_counter()
         report = ingestor.run(paths)
@@ -84,10 +83,10 @@ def ingest_paths(paths: list[Path]) -> dict[str, Any]:
     return {"files": {Path(f.path).name: f for f in report.files}, "seconds": seconds, "pages": report.totals()["pages"]}
 
 
-def corpus_results(half: str, sample: int, seed: int, extra: list[Path] = ()) -> dict[str, Any]:
+def corpus_results(half: str, sample: int, seed: int, extra: list[Path] = (), learned: bool = True) -> dict[str, Any]:
     labels = load_corpus_labels(CORPUS_LABELS)
     chosen = [lab for lab in labels.values() if lab.half == half or (half == "all" and lab.half in TUNE_HALVES)]
-    run = ingest_paths([corpus_file(lab.name, extra) for lab in chosen])
+    run = ingest_paths([corpus_file(lab.name, extra) for lab in chosen], learned)
     rows = {name: f.triples for name, f in run["files"].items()}
     scores = recall(chosen, rows)
     metadata = {lab.name: _metadata(lab, run["files"][lab.name]) for lab in chosen}
@@ -112,11 +111,11 @@ def _metadata(label, report) -> dict[str, Any]:
             "title": source.get("title"), "title_ok": source.get("title") == label.title}
 
 
-def dev_results() -> dict[str, Any]:
+def dev_results(learned: bool = True) -> dict[str, Any]:
     """Claim triples on the development set, scored against labels.yaml."""
     data = yaml.safe_load(DEV_LABELS.read_text(encoding="utf-8"))["documents"]
     names = sorted(p.name for p in DEV_CORPUS.iterdir() if p.is_file() and p.name != "SOURCES.md")
-    run = ingest_folder(DEV_CORPUS, names)
+    run = ingest_folder(DEV_CORPUS, names, learned)
     found_all: set = set()
     expected_all: set = set()
     per_doc = {}
@@ -142,7 +141,7 @@ def _triple(triple: list[Any]) -> tuple[str, str, str]:
     return (str(s), str(r), f"{float(o):g}" if r == "GAIN" else str(o))
 
 
-def throughput(copies: int) -> dict[str, Any]:
+def throughput(copies: int, learned: bool = True) -> dict[str, Any]:
     """Pages per second of the whole pipeline over `copies` copies of every corpus PDF."""
     pdfs = sorted(CORPUS.glob("*.pdf")) + sorted(DEV_CORPUS.glob("*.pdf"))
     folder = Path(tempfile.mkdtemp(prefix="kskill-ingest-pdfs-"))
@@ -156,7 +155,7 @@ def throughput(copies: int) -> dict[str, Any]:
         started = time.perf_counter()
         with ingest_home():
             setup = time.perf_counter() - started  # store start, model load and first index build
-        run = ingest_folder(folder, names)
+        run = ingest_folder(folder, names, learned)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return {"files": len(names), "pages": run["pages"], "seconds": round(run["seconds"], 2),
@@ -213,16 +212,15 @@ def main() -> None:
     parser.add_argument("--extractor", choices=["learned", "rules"], default="learned",
                         help="rules: the rules alone (rules-3), for a side-by-side figure")
     args = parser.parse_args()
-    global LEARNED
-    LEARNED = args.extractor == "learned"
+    learned = args.extractor == "learned"
     results: dict[str, Any] = {"corpus": []}
     halves = [] if args.half == "none" else [args.half]
     for half in halves:
-        results["corpus"].append(corpus_results(half, args.sample, args.seed, args.extra_corpus))
+        results["corpus"].append(corpus_results(half, args.sample, args.seed, args.extra_corpus, learned))
     if args.dev and DEV_CORPUS.is_dir():
-        results["dev"] = dev_results()
+        results["dev"] = dev_results(learned)
     if args.pdf_copies:
-        results["throughput"] = throughput(args.pdf_copies)
+        results["throughput"] = throughput(args.pdf_copies, learned)
     print_report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))

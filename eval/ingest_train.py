@@ -5,21 +5,22 @@
 Training documents: eval/ingest/corpus halves `tune` and `heldout2` (labels_corpus.yaml) and the development
 set (../shared/corpus, labels.yaml). Never `heldout3`. Every candidate claim the rules and the proposal finder
 see in a document (ingest/extract_rules.py, `candidates`) is one example: positive when it is an item an
-expert listed for that document (eval/ingest_scoring.found), negative otherwise. A correct claim nobody
-listed counts as negative here, so the precision printed is a lower bound of what a person would judge.
+expert listed for that document (eval/ingest_scoring.found) read from the passage the expert quoted, negative
+when it is no listed item (see `examples`). Recall and "label precision" count a kept claim right when it is
+a listed item; a correct claim nobody listed counts as wrong, so label precision is not a person's judgement.
 
 Leave-one-document-out: for each document, a model is fitted on all the others and applied to it; the
 threshold is then chosen on those held-out scores (pooled), and recall and label precision are reported at
 it, beside the rules alone (`rules-3`) and the scorer alone (deciding every candidate) on the same documents.
-What ships is the rules' own claims plus the weak candidates the scorer keeps (ingest/extract_rules.py). `--write` fits the final model on every
-training document and writes ingest/scorer.json with the chosen threshold and these figures.
+What ships is the rules' own claims plus the weak candidates the scorer keeps (ingest/extract_rules.py).
+`--write` fits the final model on every training document and writes ingest/scorer.json with the chosen
+threshold and these figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -256,10 +257,9 @@ def write_weights(docs: list[dict[str, Any]], threshold: float, report: dict[str
         "trained_on": sorted(d["name"] for d in docs),
         "leave_one_out": report,
     }
-    WEIGHTS_SOURCE = Path(__file__).resolve().parent.parent / "ingest" / WEIGHTS.name
-    WEIGHTS_SOURCE.write_text(json.dumps(payload, indent=1) + "\n")
-    print(f"wrote {WEIGHTS_SOURCE} ({len(docs)} documents, threshold {threshold}, "
-          f"{math.fsum(len(y) for _, y in data):.0f} candidates)")
+    target = Path(__file__).resolve().parent.parent / "ingest" / WEIGHTS.name  # the source tree, not an install
+    target.write_text(json.dumps(payload, indent=1) + "\n")
+    print(f"wrote {target} ({len(docs)} documents, threshold {threshold}, {sum(len(y) for _, y in data)} examples)")
 
 
 if __name__ == "__main__":

@@ -95,7 +95,8 @@ def proposal_signals(claim: Claim, topics: DocumentTopics) -> dict[str, float]:
     out["proposal"] = 1.0
     out["subject_named"] = 1.0 if name and name.lower() in quote.lower() else 0.0
     out.update(text_signals(quote))
-    out["subject_document"] = min(math.log1p(topics.text.lower().count(name.lower())) / math.log(20), 1.0) if name else 0.0
+    mentions = topics.text.lower().count(name.lower()) if name else 0
+    out["subject_document"] = min(math.log1p(mentions) / math.log(20), 1.0)
     out["subject_title"] = 1.0 if name and name.lower() in topics.title.lower() else 0.0
     return out
 
