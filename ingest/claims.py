@@ -56,6 +56,9 @@ class Claim:
     extra_evidence: tuple[Span, ...] = field(default=())
     kind: ClaimKind = ""
     figures: tuple[str, ...] = field(default=())  # numbers the quote states, as written
+    # What the learned scorer read about the claim (signal name, value): kept so that a scorer can be
+    # trained offline on the very values it is later applied to (eval/ingest_train.py).
+    signals: tuple[tuple[str, float], ...] = field(default=())
 
     @property
     def triple(self) -> tuple[str, str, str]:

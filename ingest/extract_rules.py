@@ -1,17 +1,23 @@
-"""The offline extractor: passages linked to the graph by names and meaning, claims decided from
-what each sentence says about the nodes it links, and proposals for what the graph lacks.
+"""The offline extractor: passages linked to the graph by names and meaning, candidate claims decided from
+what each sentence says about the nodes it links, a learned scorer that keeps the likely ones, and
+proposals for what the graph lacks.
 
 For each passage (sentences under one heading path, on one page): the linker says which nodes the
 passage is about by meaning; for each sentence, the lexicon says which nodes it names, and the
 sentence is seen with its headings' and previous sentence's nodes (`relations.SentenceView`). The
 claim rules score remedies, causes, preconditions, detection thresholds, gains, measurement advice
-and plain evidence; the proposal finder adds new Techniques, Bottlenecks and protocol steps.
-Claims below the minimum confidence are dropped; the rest are merged per triple.
+and plain evidence; the proposal finder adds new Techniques, Bottlenecks and protocol steps. What the
+rules keep at their own bars is kept, as the `rules-3` extractor did. The rules then propose again with
+low bars, and what that adds (nodes met by meaning or by heading, weaker cues) is kept when the scorer
+fitted on the tune documents (scorer.py) says it is likely: leave-one-document-out showed that the
+scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
+better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped; the rest
+are merged per triple. Without the scorer's weights the rules decide alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .claims import Claim, Span, merge_claims
 from .linking import EntityLinker
@@ -19,39 +25,80 @@ from .loaders import Document
 from .passages import Passage, is_statement, passages
 from .proposals import ProposalFinder
 from .relations import ClaimRules, SentenceView
+from .scorer import WEIGHTS, ClaimScorer, DocumentTopics, proposal_signals, view_signals
 
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "rules-3"
+VERSION = "learned-1"
+RULES_VERSION = "rules-3"  # the rules alone, when no scorer is used
+# With a scorer the rules only propose: any candidate scoring this much is shown to the scorer.
+CANDIDATE_BAR = 0.3
 
 
 @dataclass(frozen=True)
 class RuleSettings:
     min_confidence: float = MIN_CONFIDENCE
+    learned: bool = True  # use the learned scorer when its weights are installed
 
 
 class RuleExtractor:
     """Claims from a document without a model endpoint."""
 
     name = "rules"
-    version = VERSION
 
-    def __init__(self, linker: EntityLinker, settings: RuleSettings = RuleSettings()):
+    def __init__(self, linker: EntityLinker, settings: RuleSettings = RuleSettings(),
+                 scorer: ClaimScorer | None = None):
         self.linker = linker
         self.settings = settings
+        if scorer is None and settings.learned and WEIGHTS.is_file():
+            scorer = ClaimScorer.load()
+        self.scorer = scorer
         self.rules = ClaimRules(linker, self.name)
+        self.weak_rules = ClaimRules(linker, self.name, edge_bar=CANDIDATE_BAR, evidence_bar=CANDIDATE_BAR)
         self.proposals = ProposalFinder(linker, self.name)
+        self.version = VERSION if scorer is not None else RULES_VERSION
 
     def extract(self, doc: Document) -> list[Claim]:
-        parts = passages(doc)
-        claims: list[Claim] = []
-        for passage, about in zip(parts, self.linker.link(parts)):
-            for view in self._views(doc, passage, about):
-                claims.extend(self.rules.claims(view))
-        claims.extend(self.proposals.claims(doc, parts))
-        kept = [c for c in claims if c.confidence >= self.settings.min_confidence]
+        ruled, weak = self.read(doc)
+        kept = [c for c in ruled if c.confidence >= self.settings.min_confidence]
+        if self.scorer is not None:
+            seen = {_key(c) for c in kept}
+            scored = (replace(c, confidence=round(self.scorer.confidence(dict(c.signals)), 2)) for c in weak)
+            kept += [c for c in scored if c.confidence >= self.settings.min_confidence and _key(c) not in seen]
         return merge_claims(kept)
+
+    def candidates(self, doc: Document) -> list[Claim]:
+        """Every claim the rules with low bars and the proposal finder see, with its signals and the rules'
+        own score: what the scorer is trained on."""
+        return self.read(doc)[1]
+
+    def read(self, doc: Document) -> tuple[list[Claim], list[Claim]]:
+        """The claims the rules keep at their own bars (with the proposals), and the weak candidates the rules
+        see with low bars (with the proposals too), each carrying its signals."""
+        parts = passages(doc)
+        topics = self._topics(doc, parts)
+        ruled: list[Claim] = []
+        weak: list[Claim] = []
+        for passage, about in zip(parts, self.linker.link(parts)):
+            for view, start in self._views(doc, passage, about):
+                ruled.extend(self.rules.claims(view))
+                if self.scorer is not None:
+                    weak.extend(replace(c, signals=tuple(view_signals(c, view, topics, start).items()))
+                                for c in self.weak_rules.claims(view))
+        proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
+                     for c in self.proposals.claims(doc, parts)]
+        return ruled + proposals, weak + proposals
+
+    def _topics(self, doc: Document, parts: list[Passage]) -> DocumentTopics:
+        """How often each node is named in the document's sentences, and what its title names."""
+        counts: dict[str, int] = {}
+        for passage in parts:
+            for sentence in passage.sentences:
+                for m in self.linker.mentions(sentence.text):
+                    counts[m.id] = counts.get(m.id, 0) + 1
+        in_title = frozenset(m.id for m in self.linker.mentions(doc.title or ""))
+        return DocumentTopics(counts, in_title, doc.text, doc.title or "")
 
     def _views(self, doc: Document, passage: Passage, about):
         headings = [self.linker.mentions(title) for title in reversed(passage.headings)]
@@ -61,5 +108,10 @@ class RuleExtractor:
             named = self.linker.mentions(sentence.text)
             if is_statement(sentence.text):
                 yield SentenceView(sentence.text, Span(sentence.text, doc.location(sentence.start)), named,
-                                   headings, previous, about, heading_text)
+                                   headings, previous, about, heading_text), sentence.start
             previous = named
+
+
+def _key(claim: Claim) -> tuple[str, str, str, str]:
+    """A claim read from one sentence: its triple and its quote."""
+    return (*claim.triple, claim.evidence.quote)

@@ -44,6 +44,7 @@ class IngestOptions:
     dry_run: bool = False
     force: bool = False  # re-extract files the graph already holds unchanged
     min_confidence: float = 0.5
+    learned: bool = True  # the offline extractor uses its learned scorer (False: the rules alone, rules-3)
     max_text_bytes: int = MAX_TEXT_BYTES
     max_pdf_bytes: int = MAX_PDF_BYTES
 
@@ -95,7 +96,7 @@ class Ingestor:
         self.resolver = Resolver(nodes, retriever)
         self.extractor = extractor or RuleExtractor(
             EntityLinker(nodes, store.run(iq.METRIC_TEXTS), retriever),
-            RuleSettings(min_confidence=self.options.min_confidence))
+            RuleSettings(min_confidence=self.options.min_confidence, learned=self.options.learned))
         self.on_written = on_written
 
     def run(self, paths: Sequence[Path], progress: Progress | None = None) -> IngestReport:

@@ -138,9 +138,18 @@ class SentenceView:
 class ClaimRules:
     """Turns sentence views into claims; `linker` resolves metric phrases and knows node kinds."""
 
-    def __init__(self, linker: EntityLinker, extractor: str = "rules"):
+    def __init__(self, linker: EntityLinker, extractor: str = "rules", edge_bar: float = EDGE_BAR,
+                 evidence_bar: float = EVIDENCE_BAR):
+        """`edge_bar` and `evidence_bar`: the scores a remedy and plain evidence must reach; a learned scorer
+        lowers them to see more candidates and decides itself which to keep."""
         self.linker = linker
         self.extractor = extractor
+        self.edge_bar = edge_bar
+        self.evidence_bar = evidence_bar
+        # Below the rules' own bars the rules only propose candidates for a scorer: then they also propose
+        # what the rules alone would never keep (nodes met by meaning or by heading only, protocol steps
+        # named outside a measurement context), and the scorer weighs them.
+        self.broad = evidence_bar < EVIDENCE_BAR
 
     def claims(self, view: SentenceView) -> list[Claim]:
         if POINTER.search(view.text):
@@ -154,9 +163,30 @@ class ClaimRules:
         out += self._conditions(view) + self._detection(view) + self._gains(view)
         if not measuring:  # measurement advice is never read as a kernel optimization
             out += self._remedies(view)
-            out += self._evidence(view, {c.subject.id for c in out} | {c.object.id for c in out
-                                                                        if isinstance(c.object, EntityRef)})
+            out += self._evidence(view, _ids(out))
+        if self.broad:
+            out += self._weak_candidates(view, measuring, _ids(out))
         return [_with_figures(c, figures) for c in out]
+
+    def _weak_candidates(self, view: SentenceView, measuring: bool, claimed: set[str]) -> list[Claim]:
+        """Evidence the rules' bars would not reach, for the scorer to weigh: a protocol step named outside a
+        measurement context, the passage's first topic by meaning or the heading's node when the sentence
+        uses its jargon or a cue word, and a protocol step the passage is about by meaning."""
+        out = []
+        for m in view.of_kind("ProtocolStep"):
+            if m.id not in claimed:
+                out.append(self._claim(EntityRef("ProtocolStep", m.id), "SUPPORTS", None, 0.35, view, "measurement"))
+        cue = DEFINITION.search(view.text) or REMEDY.search(view.text) or CAUSE.search(view.text)
+        for kind in ("Bottleneck", "Technique"):
+            for node_id in (view.about.top(self.linker.kind_of, kind), getattr(view.from_heading(kind), "id", None)):
+                if node_id and node_id not in claimed and (cue or self.linker.shares_concepts(view.text, node_id)):
+                    claimed = claimed | {node_id}
+                    out.append(self._claim(EntityRef(kind, node_id), "SUPPORTS", None, 0.3, view, ""))
+        if not measuring and view.about.protocol and TIMING.search(view.text):
+            best = max(view.about.protocol, key=view.about.protocol.get)
+            if best not in claimed and view.about.protocol[best] >= SIDE_ABOUT - 0.05:
+                out.append(self._claim(EntityRef("ProtocolStep", best), "SUPPORTS", None, 0.3, view, "measurement"))
+        return out
 
     # --- measurement advice ------------------------------------------------------------------
 
@@ -194,15 +224,18 @@ class ClaimRules:
         if b_inherited and t_inherited:
             return []
         claims = []
+        # A side borrowed from the previous sentence or from meaning is not stated by this sentence: such an
+        # edge needs the rules' own bar even when weaker candidates are asked for.
+        bar = EDGE_BAR if {b_inherited, t_inherited} & {"previous", "meaning"} else self.edge_bar
         for b in bottlenecks:
             for t in techniques:
                 score, kind = self._remedy_score(view, b, t, b_inherited or t_inherited)
                 if WHEN_TO_APPLY.search(view.text) and t_inherited in ("", "heading") and kind == "remedy":
                     score = min(score + 0.2, 0.95)
-                if kind == "remedy" and score >= EDGE_BAR:
+                if kind == "remedy" and score >= bar:
                     claims.append(self._claim(EntityRef("Bottleneck", b.id), "ADDRESSED_BY", EntityRef("Technique", t.id),
                                               score, view, "remedy", gain=_gain(view.text)))
-                elif kind == "cause" and score >= EDGE_BAR:
+                elif kind == "cause" and score >= bar:
                     claims.append(self._claim(EntityRef("Bottleneck", b.id), "SUPPORTS", None, score, view, "cause"))
         return claims
 
@@ -299,7 +332,7 @@ class ClaimRules:
                 score = 0.3 + (0.1 if top else 0.0) + (0.1 if shares else 0.0) + (0.1 if DEFINITION.search(view.text) else 0.0)
             else:
                 continue
-            if score >= EVIDENCE_BAR:
+            if score >= self.evidence_bar:
                 kind = "definition" if DEFINITION.search(view.text) else ""
                 out.append(self._claim(EntityRef(m.kind, node_id), "SUPPORTS", None, round(min(score, 0.9), 2), view, kind))
         return out
@@ -352,6 +385,11 @@ class ClaimRules:
     def _claim(self, subject: EntityRef, relation: str, obj, score: float, view: SentenceView, kind: str,
                gain: float | None = None) -> Claim:
         return Claim(subject, relation, obj, round(score, 2), view.span, self.extractor, gain=gain, kind=kind)
+
+
+def _ids(claims: list[Claim]) -> set[str]:
+    """The existing nodes the claims are about, either side."""
+    return {c.subject.id for c in claims} | {c.object.id for c in claims if isinstance(c.object, EntityRef)}
 
 
 def _with_figures(claim: Claim, figures: tuple[str, ...]) -> Claim:

@@ -1,4 +1,4 @@
-"""The offline extractor's rules without an embedding model: names, cues, headings, causes and numbers."""
+"""The offline extractor's rules alone (no learned scorer, no embedding model): names, cues, headings, causes and numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kskill.graph_schema.skillbase import read_builtin
-from kskill.ingest.extract_rules import RuleExtractor
+from kskill.ingest.extract_rules import RuleExtractor, RuleSettings
 from kskill.ingest.linking import EntityLinker
 from kskill.ingest.loaders import load_document
 from kskill.ingest.passages import is_statement
@@ -23,7 +23,7 @@ def extractor() -> RuleExtractor:
              for (label, _), n in payload.nodes.items() if label in ("Bottleneck", "Technique", "ProtocolStep")]
     metrics = [{"id": n.id, "name": n.name, "description": n.description}
                for (label, _), n in payload.nodes.items() if label == "Metric"]
-    return RuleExtractor(EntityLinker(nodes, metrics, None))
+    return RuleExtractor(EntityLinker(nodes, metrics, None), RuleSettings(learned=False))
 
 
 def triples(extractor: RuleExtractor, tmp_path: Path, text: str, name: str = "doc.md") -> set[tuple[str, str, str]]:
