@@ -126,8 +126,9 @@ def ncu_metric_names() -> tuple[str, ...]:
 
 
 def ncu_counters() -> list[str]:
-    """The raw counters ncu is asked for: every one the vocabulary maps from, and the extras. PC-sampling
-    names (smsp__pcsamp_*) are alternates that a counter pass does not fill; they are not asked for."""
+    """The raw counters ncu is asked for: every one the vocabulary maps from, and the extras. The warp
+    stall metrics' PC-sampling alternates (smsp__pcsamp_*) are left out: their first names are counters,
+    which ncu returned on the H200."""
     names = {n for raw in ncu_vocabulary().values() for n in raw if "__pcsamp_" not in n}
     return sorted(names | set(NCU_EXTRA_METRICS))
 
