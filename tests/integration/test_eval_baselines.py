@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from kskill.eval import baselines
 from kskill.eval.baselines import BaselineSettings, run_baselines, start_worker
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -54,23 +54,26 @@ def test_the_worker_imports_only_what_the_gpu_image_has():
     assert "kskill.agents.reviewer.timing" in done.stdout and "kskill.agents.reviewer.models" not in done.stdout
 
 
-def test_a_worker_started_before_its_job_takes_it_and_one_that_died_is_replaced(tmp_path):
+def test_a_worker_started_before_its_job_takes_it_and_one_that_died_is_replaced(tmp_path, monkeypatch):
     """eval starts the worker while optimize runs: the job reaches the waiting worker; a worker
     that ended before its job leaves it to a fresh one, and the result is the same."""
+    fresh: list[Path] = []
+    real = baselines.run_sandboxed
+    monkeypatch.setattr(baselines, "run_sandboxed", lambda *a, **k: fresh.append(k["workdir"]) or real(*a, **k))
     settings = BaselineSettings(device="cpu", compile_modes=())
     candidate = CANDIDATES / "honest" / "relu_triton.py"
+
     warm = start_worker(settings, tmp_path / "warm", None, wait_s=120)
-    time.sleep(4)  # optimize would be running now; the worker has started and waits
     result = run_baselines(RELU, candidate, settings, tmp_path / "warm", warm=warm)
     assert result["finished"] and result["contenders"]["kskill"]["correct"] == {"strict": True, "compatible": True}
-    assert result["waited_s"] > 0.5, "the waiting worker ran the job"
+    assert fresh == [], "the waiting worker ran the job"
     assert not warm.thread.is_alive()
 
     ended = start_worker(settings, tmp_path / "ended", None, wait_s=120)
     ended.end()
     result = run_baselines(RELU, candidate, settings, tmp_path / "ended", warm=ended)
     assert result["finished"] and result["contenders"]["kskill"]["correct"]["strict"]
-    assert result["waited_s"] < 0.5, "a fresh worker found its job waiting"
+    assert fresh == [tmp_path / "ended"], "a fresh worker took the job the ended one never read"
 
 
 def test_the_worker_prepares_for_a_gpu_before_its_job():
