@@ -41,7 +41,9 @@ class ChannelsLast(AnchorRecipe):
         for region in regions:
             outputs = region.epilogue.outputs if region.epilogue else [region.extra.get("output", region.anchor.name)]
             region.extra["contiguous_outputs"] = {o for o in outputs if _needs_contiguous(o, graph, claimed)}
-        if regions:
+        # a batch norm that took its convolution over runs it in channels-last too, and reads the result as it lies
+        adopted = [r for r in ctx.regions if getattr(r.extra.get("conv"), "op", None) in CHANNELS_LAST_OPS]
+        if regions or adopted:
             ctx.flags["nhwc"] = True
             ctx.notes.append("channels_last: the layout can change cuDNN's algorithm; where cuDNN computes in "
                              "TF32 (PyTorch's default) results may then differ from the NCHW reference by TF32 "
@@ -52,7 +54,7 @@ class ChannelsLast(AnchorRecipe):
             bias = f"self.{node.module}.bias" if node.attrs.get("has_bias") else "None"
             text = product_text(node, f"{node.args[0].name}.{fmt}", f"self.{node.module}.weight.{fmt}", bias)
             overrides[node.name] = text + (".contiguous()" if _needs_contiguous(node.name, graph, claimed) else "")
-        if regions or alone:
+        if regions or alone or adopted:
             ctx.mark(self.id)
 
 
