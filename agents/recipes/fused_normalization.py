@@ -66,12 +66,14 @@ def norm_region(node: Node, graph: Graph) -> Region | None:
 
 def adoptable_conv(x: Any, graph: Graph) -> Node | None:
     """The convolution module whose only use is this norm: the norm's kernels take it over (cuDNN
-    without its bias, which the batch statistics absorb)."""
+    without its bias, which the batch statistics absorb). Grouped and depthwise convolutions are left
+    to depthwise_convolution's stencil kernel."""
     if not isinstance(x, Ref):
         return None
     conv = graph.by_name[x.name]
     if (conv.op not in GEMM_OPS or not conv.op.startswith("conv") or conv.module is None or not is_float(conv)
-            or conv.attrs.get("padding_mode", "zeros") != "zeros" or not isinstance(conv.args[0], Ref)):
+            or conv.attrs.get("padding_mode", "zeros") != "zeros" or not isinstance(conv.args[0], Ref)
+            or conv.attrs.get("groups", 1) != 1):
         return None
     if len(graph.users(conv.name)) != 1 or graph.is_output(conv.name):
         return None

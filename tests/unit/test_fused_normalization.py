@@ -81,6 +81,12 @@ def test_eval_mode_subtracts_the_folded_bias_from_the_running_mean():
     assert "mean = mean - tl.load(shift_ptr" in cand.source
 
 
+def test_a_depthwise_convolution_is_left_to_its_stencil():
+    src = problem(_conv_bn("nn.Conv2d(4, 4, 3, groups=4)", "nn.BatchNorm2d(4)"), "[torch.randn(2, 4, 6, 6)]")
+    cand = check(src, ["fused_normalization", "depthwise_convolution"], compare_buffers=True)
+    assert cand.applied == ["fused_normalization", "depthwise_convolution"]
+
+
 def test_a_convolution_used_elsewhere_stays_outside():
     src = problem(_conv_bn("nn.Conv2d(3, 5, 1)", "nn.BatchNorm2d(5)", tail="y", extra=" + self.conv(x)"),
                   "[torch.randn(2, 3, 4, 4)]")
