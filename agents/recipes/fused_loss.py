@@ -25,8 +25,8 @@ from kskill.agents.recipes.regions import Region, body_feeding, group_pointwise,
 from kskill.agents.recipes.templates.common import (
     TARGET_SMS as SMS, indent, next_pow2, operand_key, program_id, split_chunk, wide_index)
 from kskill.agents.recipes.templates.fused_io import FusedIO
-from kskill.agents.recipes.templates.row_loss import SUM_KERNEL, RowLoss
-from kskill.agents.recipes.templates import row_loss
+from kskill.agents.recipes.templates.loss import SUM_KERNEL, RowLoss, partials_launcher
+from kskill.agents.recipes.templates.loss import row_loss_unit as row_loss_kernels
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name, prepare
 
 ELEMENTWISE = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "hinge_embedding_loss")
@@ -188,7 +188,7 @@ def row_loss_spec(region: Region) -> RowLoss:
 
 
 def row_loss_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
-    return row_loss.row_loss_unit(name, region, graph, row_loss_spec(region), params)
+    return row_loss_kernels(name, region, graph, row_loss_spec(region), params)
 
 
 def _term(op: str, extra: dict[str, Any]) -> str:
@@ -251,17 +251,9 @@ def loss_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
               f"CHUNK: tl.constexpr, BLOCK: tl.constexpr):\n"
               f"    \"\"\"{op}: partial sum of the loss terms of one chunk (inputs read once, terms never stored).\"\"\"\n"
               f"{indent(body, 4)}\n\n" + SUM_KERNEL.format(name=name))
-    names = [arg_name(o) for o in io.operands]
-    src = [f"def {name}({', '.join(names)}):"]
-    src += [f"    {arg_name(o)} = {prepare(o, graph)}" for o in io.operands]
-    src += [f"    partial = torch.empty(({split},), device={names[0]}.device, dtype=torch.float32)",
-            f"    {name}_partial[({split},)]({', '.join(names)}, partial, NUMEL={total}, CHUNK={chunk}, "
-            f"BLOCK={block}, num_warps={warps})",
-            f"    out = torch.empty((), device={names[0]}.device, dtype={region.anchor.dtype or graph.dtype_of(pred)})",
-            f"    {name}_sum[(1,)](partial, partial, out, N={split}, SCALE={scale!r}, COUNTED=False, "
-            f"BLOCK={min(next_pow2(split), 4096)}, num_warps=4)",
-            "    return out"]
-    return KernelUnit(name, kernel, "\n".join(src) + "\n", list(io.operands), [region.anchor.name],
+    launcher = partials_launcher(name, io, graph, "partial", split, f"NUMEL={total}, CHUNK={chunk}, BLOCK={block}, "
+                                 f"num_warps={warps}", scale, region.anchor.dtype or graph.dtype_of(pred))
+    return KernelUnit(name, kernel, launcher, list(io.operands), [region.anchor.name],
                       {"BLOCK": block, "SPLIT": split, "num_warps": warps}, region.technique)
 
 

@@ -1,7 +1,7 @@
-"""The kernels of a loss reduced row by row: one program per row sweeps the row's columns once,
-accumulating a few sums (dot products, squared norms, distances), turns them into the row's value,
-applies the pointwise work between that value and the final reduction, and stores one float per
-row; then one program adds the rows in a fixed order (deterministic, no atomics) and scales them.
+"""The kernels the losses share: the fixed-order sum that ends every loss (deterministic, no atomics)
+and its launcher, and the row loss: one program per row sweeps the row's columns once, accumulating
+a few sums (dot products, squared norms, distances), turns them into the row's value, applies the
+pointwise work between that value and the final reduction, and stores one float per row.
 
 What the sums and the row's value are is a `RowLoss`: fused_loss builds one for each loss it lowers.
 """
@@ -85,15 +85,23 @@ def row_loss_unit(name: str, region: Region, graph: Graph, spec: RowLoss, params
               f"BLOCK_D: tl.constexpr):\n"
               f'    """{region.anchor.op}: the loss of one row from sums over its columns, read once."""\n'
               f"{indent(lines, 4)}\n\n" + SUM_KERNEL.format(name=name))
+    launcher = partials_launcher(name, io, graph, "rows", rows, f"ROWS={rows}, D={cols}, BLOCK_D={p['BLOCK_D']}, "
+                                 f"num_warps={p['num_warps']}", spec.scale, region.anchor.dtype)
+    return KernelUnit(name, kernel, launcher, list(io.operands), [region.anchor.name],
+                      {"BLOCK_D": p["BLOCK_D"], "num_warps": p["num_warps"]}, region.technique)
+
+
+def partials_launcher(name: str, io: FusedIO, graph: Graph, stage: str, partials: int, sizes: str, scale: float,
+                      dtype: Any) -> str:
+    """def name(operands): the operands made contiguous, kernel `{name}_{stage}` writing `partials` floats
+    (one per program), then the fixed-order sum scaled by `scale` into a scalar of `dtype`."""
     names = [arg_name(o) for o in io.operands]
     src = [f"def {name}({', '.join(names)}):"]
     src += [f"    {n} = {prepare(o, graph)}" for n, o in zip(names, io.operands)]
-    src += [f"    loss = torch.empty(({rows},), device={names[0]}.device, dtype=torch.float32)",
-            f"    {name}_rows[({rows},)]({', '.join(names)}, loss, ROWS={rows}, D={cols}, BLOCK_D={p['BLOCK_D']}, "
-            f"num_warps={p['num_warps']})",
-            f"    out = torch.empty((), device={names[0]}.device, dtype={region.anchor.dtype})",
-            f"    {name}_sum[(1,)](loss, loss, out, N={rows}, SCALE={spec.scale!r}, COUNTED=False, "
-            f"BLOCK={min(next_pow2(rows), 4096)}, num_warps=4)",
+    src += [f"    partial = torch.empty(({partials},), device={names[0]}.device, dtype=torch.float32)",
+            f"    {name}_{stage}[({partials},)]({', '.join(names)}, partial, {sizes})",
+            f"    out = torch.empty((), device={names[0]}.device, dtype={dtype})",
+            f"    {name}_sum[(1,)](partial, partial, out, N={partials}, SCALE={scale!r}, COUNTED=False, "
+            f"BLOCK={min(next_pow2(partials), 4096)}, num_warps=4)",
             "    return out"]
-    return KernelUnit(name, kernel, "\n".join(src) + "\n", list(io.operands), [region.anchor.name],
-                      {"BLOCK_D": p["BLOCK_D"], "num_warps": p["num_warps"]}, region.technique)
+    return "\n".join(src) + "\n"
