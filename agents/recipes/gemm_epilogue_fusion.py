@@ -20,7 +20,7 @@ from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.kernel_fusion import body_shape, default_params
 from kskill.agents.recipes.matching import is_float
-from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.regions import Region, is_pointwise
 from kskill.agents.recipes.templates.common import (
     MEMORY_FORMATS, Body, body_comment, channels_last_order, emit_body, indent, numel, operand_key, program_id,
     wide_index)
@@ -47,10 +47,13 @@ def gemm_region(node: Node, graph: Graph) -> Region | None:
         return None  # functional linear/conv calls keep their own text
     if node.op.startswith("conv") and node.attrs.get("padding_mode", "zeros") != "zeros":
         return None
+    # Only a pointwise user can become the epilogue, and without one only a convolution's bias is work
+    # to fuse; a bare product claimed here would be dropped later, after keeping other recipes (a batch
+    # norm taking its convolution over, a depthwise stencil) from claiming it.
     users = graph.users(node.name)
-    has_pointwise_user = bool(users) and not graph.is_output(node.name)
+    epilogue_user = not graph.is_output(node.name) and any(is_pointwise(graph.by_name[u], graph) for u in users)
     conv_bias = node.op.startswith("conv") and node.attrs.get("has_bias")
-    if not has_pointwise_user and not conv_bias:
+    if not epilogue_user and not conv_bias:
         return None
     return Region("gemm", "gemm_epilogue_fusion", node,
                   extra={"output": node.name, "has_bias_work": bool(conv_bias)})

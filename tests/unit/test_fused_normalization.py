@@ -75,6 +75,15 @@ def test_channels_last_statistics_read_the_convolution_as_it_lies(order):
     assert ".permute(0, 1, 2, 3)" not in cand.source
 
 
+def test_a_convolution_without_epilogue_work_is_left_for_the_norm_to_take_over():
+    """channels_last claims first, but a bias-free convolution read only by the norm is no region of its own."""
+    src = problem(_conv_bn("nn.Conv2d(3, 6, 3, bias=False)", "nn.BatchNorm2d(6)"), "[torch.randn(2, 3, 6, 7)]")
+    cand = check(src, ["channels_last", "fused_normalization", "kernel_fusion"], compare_buffers=True)
+    forward = cand.source.split("class ModelNew")[1]
+    assert "self.conv(" not in forward and "conv2d(" not in forward  # the conv runs inside the norm's launcher
+    assert "BLOCK_C: tl.constexpr):" in cand.source
+
+
 def test_eval_mode_subtracts_the_folded_bias_from_the_running_mean():
     src = problem(_conv_bn("nn.Conv2d(3, 5, 1)", "nn.BatchNorm2d(5).eval()"), "[torch.randn(2, 3, 4, 4)]")
     cand = check(src, ["fused_normalization"])
