@@ -101,3 +101,12 @@ def test_a_convolution_used_elsewhere_stays_outside():
                   "[torch.randn(2, 3, 4, 4)]")
     cand = check(src, ["fused_normalization"], compare_buffers=True)
     assert "self.conv(x)" in cand.source.split("class ModelNew")[1]
+
+
+@pytest.mark.parametrize("dtype", ["torch.float16", "torch.bfloat16"])
+def test_conv_batch_norm_in_half_precision_within_its_tolerance(dtype):
+    src = problem(_conv_bn("nn.Conv2d(3, 4, 3, padding=1)", "nn.BatchNorm2d(4)").replace(
+        "        self.bn = nn.BatchNorm2d(4)\n", f"        self.bn = nn.BatchNorm2d(4)\n        self.to({dtype})\n"),
+        f"[torch.randn(2, 3, 6, 5, dtype={dtype})]")
+    cand = check(src, ["fused_normalization", "kernel_fusion"])
+    assert "self.conv(" not in cand.source.split("class ModelNew")[1]
