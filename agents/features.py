@@ -18,6 +18,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from kskill.agents import patterns
+from kskill.agents.op_graph import ROW_FAMILIES, OpGraph, OpNode
 from kskill.graph_schema.model import Scalar
 
 
@@ -25,7 +27,10 @@ from kskill.graph_schema.model import Scalar
 # Names are lower-case: nn.Module class names, torch / functional / method names, aten names.
 
 GEMM = frozenset("""linear matmul mm bmm addmm baddbmm addbmm einsum bilinear mv addmv dot tensordot
-    inner outer chain_matmul rnn lstm gru rnncell lstmcell grucell""".split())
+    inner outer chain_matmul""".split())
+# Recurrent layers: a time loop of small GEMMs and gate kernels, one step after another.
+RECURRENT = frozenset("""rnn lstm gru rnncell lstmcell grucell rnn_tanh rnn_relu rnn_tanh_cell rnn_relu_cell
+    lstm_cell gru_cell""".split())
 CONVOLUTION = frozenset("""conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
     convtranspose1d convtranspose2d convtranspose3d convolution""".split())
 ATTENTION = frozenset("""scaled_dot_product_attention multiheadattention multi_head_attention_forward
@@ -58,7 +63,7 @@ POINTWISE = frozenset("""relu relu6 gelu sigmoid tanh silu mish elu selu celu le
     round trunc frac lerp addcmul addcdiv hypot dropout dropout1d dropout2d dropout3d alphadropout
     feature_alpha_dropout masked_fill to float half bfloat16 double type type_as eq ne lt le gt ge
     logical_and logical_or logical_not logical_xor bitwise_and bitwise_or isnan nan_to_num copysign xlogy
-    tril triu iadd isub imul itruediv""".split())
+    tril triu iadd isub imul itruediv multiply subtract divide true_divide negative absolute""".split())
 DATA_MOVEMENT = frozenset("""contiguous clone copy cat concat concatenate stack repeat repeat_interleave tile
     pad flip roll gather scatter scatter_add index_select embedding index masked_select diag diag_embed
     zeros zeros_like ones ones_like full full_like arange rand randn rand_like randn_like randint eye
@@ -73,13 +78,16 @@ TRANSCENDENTAL = frozenset("""exp exp2 expm1 log log2 log10 log1p sigmoid tanh g
     softplus sin cos tan asin acos atan atan2 sinh cosh erf erfc erfinv pow sqrt rsqrt logsigmoid
     tanhshrink softmax log_softmax logsoftmax softmin logsumexp logcumsumexp glu norm std
     cross_entropy crossentropyloss""".split())
-AFFINE = frozenset("add sub rsub mul div truediv iadd isub imul itruediv neg".split())
+AFFINE = frozenset("add sub rsub mul div truediv iadd isub imul itruediv neg multiply subtract divide true_divide "
+                   "negative".split())
 
-FAMILY_ORDER = (("attention", ATTENTION), ("gemm", GEMM), ("convolution", CONVOLUTION),
+FAMILY_ORDER = (("attention", ATTENTION), ("recurrent", RECURRENT), ("gemm", GEMM), ("convolution", CONVOLUTION),
                 ("normalization", NORMALIZATION), ("softmax", SOFTMAX), ("pooling", POOLING), ("scan", SCAN),
                 ("loss", LOSS), ("reduction", REDUCTION), ("pointwise", POINTWISE),
                 ("data_movement", DATA_MOVEMENT), ("view", VIEW))
-ROW_FAMILIES = ("reduction", "softmax", "normalization", "pooling", "scan", "loss")
+# Module attributes the patterns read: normalization shapes, convolution groups, recurrent settings.
+MODULE_ATTRS = ("dim", "normalized_shape", "num_groups", "training", "groups", "in_channels", "num_layers",
+                "bidirectional", "batch_first")
 _OPERATOR_NAMES = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
                    operator.floordiv: "floordiv", operator.pow: "pow", operator.neg: "neg",
                    operator.matmul: "matmul", operator.getitem: "getitem", operator.mod: "mod",
@@ -116,23 +124,6 @@ class Features:
 
 
 # --- reference: capture ----------------------------------------------------------------------------
-
-
-@dataclass
-class OpNode:
-    """One operator of the reference forward as the feature pass sees it."""
-
-    name: str
-    op: str
-    family: str
-    inputs: list[str] = field(default_factory=list)  # names of producer nodes
-    constants: list[Any] = field(default_factory=list)  # non-tensor positional operands
-    attrs: dict[str, Any] = field(default_factory=dict)
-    shape: tuple[int, ...] | None = None
-    input_shapes: list[tuple[int, ...]] = field(default_factory=list)
-    itemsize: int = 0
-    input_bytes: int = 0
-    parameter_operand: bool = False  # one operand is a parameter or buffer (not an activation)
 
 
 @dataclass
@@ -192,14 +183,14 @@ def _fx_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:
     nodes = []
     for n in traced.graph.nodes:
         if n.op in ("placeholder", "get_attr", "output"):
-            nodes.append(OpNode(n.name, n.op, n.op, shape=_shape(values.get(n.name)),
-                                itemsize=getattr(values.get(n.name), "itemsize", 0)))
+            # the output's inputs are the values the forward returns: uses like any other
+            nodes.append(OpNode(n.name, n.op, n.op, [a.name for a in n.all_input_nodes] if n.op == "output" else [],
+                                shape=_shape(values.get(n.name)), itemsize=getattr(values.get(n.name), "itemsize", 0)))
             continue
         if n.op == "call_module":
             module = modules[n.target]
             op = canonical(type(module).__name__)
-            attrs = {a: getattr(module, a) for a in ("dim", "normalized_shape", "num_groups", "training")
-                     if hasattr(module, a)}
+            attrs = {a: getattr(module, a) for a in MODULE_ATTRS if hasattr(module, a)}
             param_operand = any(True for _ in module.parameters(recurse=False))
         else:
             target = n.target
@@ -231,7 +222,8 @@ def _export_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:
         val = n.meta.get("val")
         if n.op in ("placeholder", "output"):
             kind = "get_attr" if n.name in params else n.op
-            nodes.append(OpNode(n.name, kind, kind, shape=_shape(val), itemsize=getattr(val, "itemsize", 0)))
+            returned = [a.name for a in n.all_input_nodes] if n.op == "output" else []
+            nodes.append(OpNode(n.name, kind, kind, returned, shape=_shape(val), itemsize=getattr(val, "itemsize", 0)))
             continue
         packet = getattr(n.target, "overloadpacket", None)
         op = canonical(getattr(packet, "__name__", None) or _OPERATOR_NAMES.get(n.target, str(n.target)))
@@ -247,59 +239,6 @@ def _export_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:
 
 
 # --- reference: features ---------------------------------------------------------------------------
-
-
-class _OpGraph:
-    """Producer/consumer links of the captured ops, with views made transparent."""
-
-    def __init__(self, nodes: list[OpNode]):
-        self.nodes = nodes
-        self.by_name = {n.name: n for n in nodes}
-        self.users: dict[str, list[str]] = {n.name: [] for n in nodes}
-        for n in nodes:
-            for producer in n.inputs:
-                self.users.setdefault(producer, []).append(n.name)
-
-    def producers(self, node: OpNode) -> list[OpNode]:
-        """Tensor-valued producers, looking through views; sizes and other scalars are left out."""
-        found = []
-        for name in node.inputs:
-            p = self.by_name.get(name)
-            if p is None or p.shape is None:
-                continue
-            found += self.producers(p) if p.family == "view" else [p]
-        return found
-
-    def consumers(self, node: OpNode) -> list[OpNode]:
-        found = []
-        for name in self.users.get(node.name, []):
-            c = self.by_name[name]
-            if c.shape is None and c.family in ("view", "other"):
-                continue  # reads a size or other scalar, not the tensor's data
-            found += self.consumers(c) if c.family == "view" else [c]
-        return found
-
-    def compute_nodes(self) -> list[OpNode]:
-        return [n for n in self.nodes if n.family not in ("view", "placeholder", "get_attr", "output")]
-
-    def pointwise_groups(self) -> dict[str, int]:
-        """Size of the connected pointwise group each pointwise node belongs to."""
-        parent = {n.name: n.name for n in self.nodes if n.family == "pointwise"}
-
-        def find(x: str) -> str:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for name in parent:
-            for p in self.producers(self.by_name[name]):
-                if p.family == "pointwise":
-                    parent[find(p.name)] = find(name)
-        sizes: dict[str, int] = {}
-        for name in parent:
-            sizes[find(name)] = sizes.get(find(name), 0) + 1
-        return {name: sizes[find(name)] for name in parent}
 
 
 def _dim_of(node: OpNode) -> Any:
@@ -348,20 +287,28 @@ def _reduction_length(node: OpNode) -> int | None:
     return None
 
 
-def _through(graph: _OpGraph, start: OpNode, allowed: frozenset[str], forward: bool) -> list[OpNode]:
-    """Nodes reached from `start` through single-link chains of ops named in `allowed`."""
+def _through(graph: OpGraph, start: OpNode, allowed: frozenset[str], forward: bool) -> list[OpNode]:
+    """Nodes reached from `start` through single-link chains of ops named in `allowed`.
+
+    Going backward, an op with several operands is followed through the one of its own shape: the
+    others are broadcast into it (the mask of a masked_fill, a bias)."""
     step = graph.consumers if forward else graph.producers
-    reached, frontier = [], step(start)
-    while len(frontier) == 1:
-        node = frontier[0]
-        reached.append(node)
-        if node.op not in allowed:
+    reached, current = [], start
+    frontier = step(start)
+    while frontier:
+        if len(frontier) > 1 and not forward:
+            frontier = [p for p in frontier if p.shape == current.shape]
+        if len(frontier) != 1:
             break
-        frontier = step(node)
+        current = frontier[0]
+        reached.append(current)
+        if current.op not in allowed:
+            break
+        frontier = step(current)
     return reached
 
 
-def _has_attention_pattern(graph: _OpGraph) -> bool:
+def _has_attention_pattern(graph: OpGraph) -> bool:
     """matmul -> (pointwise)* -> softmax -> (pointwise)* -> matmul, the first matmul over activations."""
     passing = POINTWISE
     for node in graph.nodes:
@@ -375,7 +322,7 @@ def _has_attention_pattern(graph: _OpGraph) -> bool:
     return False
 
 
-def _simplifiable_patterns(graph: _OpGraph) -> int:
+def _simplifiable_patterns(graph: OpGraph) -> int:
     count = 0
     for node in graph.nodes:
         if node.family == "gemm":
@@ -397,17 +344,17 @@ def _simplifiable_patterns(graph: _OpGraph) -> int:
                 if len(next_) == 1 and next_[0].op in ("mul", "div") and len(next_[0].inputs) == 1 \
                         and next_[0].constants:
                     count += 1  # a run of scalar multiplies and divides folds into one constant
-    return count
+    return count + patterns.triangular_gemms(graph)  # tril/triu of a product: its zero tiles need no dots
 
 
 def _graph_features(nodes: list[OpNode]) -> dict[str, Scalar]:
-    graph = _OpGraph(nodes)
+    graph = OpGraph(nodes)
     compute = graph.compute_nodes()
     fam = [n.family for n in compute]
     groups = graph.pointwise_groups()
     values: dict[str, Scalar] = {
         "op_count": len(compute),
-        "est_kernel_launches": len(compute),
+        "est_kernel_launches": len(compute) + sum(patterns.recurrent_launches(n) for n in compute),
         "pointwise_op_count": fam.count("pointwise"),
         "reduction_op_count": fam.count("reduction"),
         "reduction_like_op_count": sum(fam.count(f) for f in ROW_FAMILIES),
@@ -421,20 +368,22 @@ def _graph_features(nodes: list[OpNode]) -> dict[str, Scalar]:
     for family in ("pointwise", "reduction", "scan", "gemm", "convolution", "normalization", "pooling",
                    "softmax", "loss"):
         values[f"has_{family}"] = family in fam
+    values["has_loss"] = values["has_loss"] or patterns.written_out_loss(graph)
+    values["has_recurrence"] = "recurrent" in fam
     values["has_attention"] = "attention" in fam or _has_attention_pattern(graph)
-    values["has_contraction"] = bool(values["has_gemm"] or values["has_convolution"] or values["has_attention"])
-    epilogue = 0
-    for n in compute:
-        if n.family in ("gemm", "convolution"):
-            users = graph.consumers(n)
-            if len(users) == 1 and users[0].family == "pointwise":
-                epilogue = max(epilogue, groups[users[0].name])
-    values["epilogue_chain_after_contraction"] = epilogue
+    values["has_contraction"] = bool(values["has_gemm"] or values["has_convolution"] or values["has_attention"]
+                                     or values["has_recurrence"])
+    values["epilogue_chain_after_contraction"] = patterns.epilogue_chain(graph)
+    values["row_op_pointwise_chain"] = patterns.row_op_chain(graph)
+    values["triangular_gemm_count"] = patterns.triangular_gemms(graph)
+    width = patterns.min_group_width(graph)
+    if width is not None:
+        values["conv_min_group_width"] = width
     return values
 
 
 def _shape_features(nodes: list[OpNode]) -> dict[str, Scalar]:
-    graph = _OpGraph(nodes)
+    graph = OpGraph(nodes)
     compute = graph.compute_nodes()
     values: dict[str, Scalar] = {"simplifiable_patterns": _simplifiable_patterns(graph)}
     gemms = [d for n in compute if n.family == "gemm" and (d := _gemm_dims(n))]
@@ -452,7 +401,7 @@ def _shape_features(nodes: list[OpNode]) -> dict[str, Scalar]:
 def _pointwise_flops(nodes: list[OpNode]) -> int:
     """One FLOP per element of the largest operand of every non-contraction compute op."""
     total = 0
-    for n in _OpGraph(nodes).compute_nodes():
+    for n in OpGraph(nodes).compute_nodes():
         if n.family in ("gemm", "convolution", "attention", "data_movement"):
             continue
         sizes = [math.prod(s) for s in [n.shape, *n.input_shapes] if s is not None]
@@ -479,6 +428,8 @@ def _problem_values(loaded: _Loaded, output: Any) -> dict[str, Scalar]:
     }
 
 
+# Pattern features that need the graph's links, which the source text alone does not give.
+_GRAPH_ONLY_FEATURES = ("row_op_pointwise_chain", "gemm_flop_share", "triangular_gemm_count", "conv_min_group_width")
 _SHAPE_FEATURES = ("simplifiable_patterns", "gemm_m", "gemm_n", "gemm_k", "gemm_mn", "reduction_length",
                    "eager_bytes_moved", "flops", "bytes_moved", "data_reuse", "input_bytes", "parameter_bytes",
                    "output_bytes", "output_numel", "input_dtypes", "batchnorm_training",
@@ -520,7 +471,7 @@ def reference_features(source: str, max_cpu_bytes: int = 256 * 2**20) -> Feature
                 if not _device_specific(exc):
                     break  # the same failure would recur on the CPU
                 continue
-            return _captured_features(method, loaded, nodes, output, contraction_flops)
+            return _captured_features(source, method, loaded, nodes, output, contraction_flops)
     return _ast_features(source, "; ".join(errors))
 
 
@@ -545,19 +496,27 @@ def _quiet_torch():
         logging.disable(previous)
 
 
-def _captured_features(method: str, loaded: _Loaded, nodes: list[OpNode], output: Any,
+def _captured_features(source: str, method: str, loaded: _Loaded, nodes: list[OpNode], output: Any,
                        contraction_flops: float) -> Features:
     values: dict[str, Scalar] = {"capture_method": method, "static_shapes": True}
     values.update(_graph_features(nodes))
+    # A loop over time steps is unrolled by torch.export and fails torch.fx: the source says what it was.
+    values["has_recurrence"] = bool(values["has_recurrence"]) or patterns.has_time_loop(source)
     values.update(_shape_features(nodes))
     problem = _problem_values(loaded, output)
     unique = problem.pop("_unique_elements")
     values.update(problem)
     values["flops"] = int(contraction_flops + _pointwise_flops(nodes))
+    gemm_flops = sum(2 * m * n * k for node in OpGraph(nodes).compute_nodes() if node.family == "gemm"
+                     and (dims := _gemm_dims(node)) for m, n, k in [dims])
+    if values["flops"]:
+        values["gemm_flop_share"] = min(1.0, gemm_flops / values["flops"])
     values["bytes_moved"] = int(problem["input_bytes"]) + int(problem["parameter_bytes"]) + int(problem["output_bytes"])
     if unique:
         values["data_reuse"] = float(values["flops"]) / unique
-    return Features(values, {})
+    unavailable = {} if "conv_min_group_width" in values else {
+        "conv_min_group_width": "the reference has no 2-d convolution with more than one group"}
+    return Features(values, unavailable)
 
 
 # --- reference: source-only fallback -------------------------------------------------------------------
@@ -623,7 +582,9 @@ def _ast_features(source: str, why: str) -> Features:
     for family in ("pointwise", "reduction", "scan", "gemm", "convolution", "normalization", "pooling",
                    "softmax", "loss", "attention"):
         values[f"has_{family}"] = family in cf
-    values["has_contraction"] = bool(values["has_gemm"] or values["has_convolution"] or values["has_attention"])
+    values["has_recurrence"] = "recurrent" in cf or patterns.has_time_loop(source)
+    values["has_contraction"] = bool(values["has_gemm"] or values["has_convolution"] or values["has_attention"]
+                                     or values["has_recurrence"])
     reason = f"the reference could not be captured as a graph, only its source was read ({why})"
-    unavailable = {name: reason for name in (*_SHAPE_FEATURES, "static_shapes")}
+    unavailable = {name: reason for name in (*_SHAPE_FEATURES, *_GRAPH_ONLY_FEATURES, "static_shapes")}
     return Features(values, unavailable)

@@ -254,6 +254,7 @@ def _derive(obs: Observations, spec: GpuSpec | None, gpu_why: str) -> None:
         else:
             obs.set("ridge_point", ridge, f"{spec.key} {'tensor-core' if tensor else 'CUDA-core'} peak / DRAM bandwidth")
     _derive_roofline(obs, spec, gpu_why)
+    _derive_launches(obs, spec, gpu_why)
     _derive_boundness(obs, spec, tensor)
     _derive_ratios(obs)
 
@@ -298,6 +299,31 @@ def _derive_roofline(obs: Observations, spec: GpuSpec | None, gpu_why: str) -> N
     if "speedup" not in obs.values and obs.get("runtime_ms") and obs.get("reference_runtime_ms") is not None:
         obs.set("speedup", obs.values["reference_runtime_ms"] / obs.values["runtime_ms"],
                 "reference_runtime_ms / runtime_ms")
+
+
+def _derive_launches(obs: Observations, spec: GpuSpec | None, gpu_why: str) -> None:
+    """How many kernels a forward launches (measured, else counted in the code), and how much device
+    work each of the reference's launches carries at best: the static view of launch overhead."""
+    if "launches_per_forward" not in obs.values:
+        for name, how in (("kernel_launches_per_forward", "torch.profiler's kernel count"),
+                          ("code_launches_per_forward", "launch sites counted in the code (static estimate)")):
+            if obs.get(name) is not None:
+                obs.set("launches_per_forward", obs.values[name], how)
+                break
+    if spec is None:
+        obs.mark_unavailable("est_launch_work_us", gpu_why)
+        return
+    # Eager's kernels move every intermediate too, so its device time is bounded by eager_bytes_moved,
+    # not by the problem's compulsory bytes.
+    launches, flops, moved = obs.get("est_kernel_launches"), obs.get("flops"), obs.get("eager_bytes_moved")
+    peak = spec.peak_flops(obs.get("dtype", ""), _tensor_cores(obs))
+    if not launches or flops is None or moved is None or peak is None:
+        obs.mark_unavailable("est_launch_work_us", "needs est_kernel_launches, flops, eager_bytes_moved and "
+                                                   "a peak for this dtype")
+        return
+    work_s = max(flops / peak, moved / spec.dram_bandwidth)
+    obs.set("est_launch_work_us", work_s * 1e6 / launches,
+            f"max(flops/peak, eager_bytes_moved/bandwidth) on {spec.key} / est_kernel_launches ({launches})")
 
 
 def derive_from_counters(obs: Observations) -> None:

@@ -60,12 +60,11 @@ class FeatureExtractor:
         """The observations of one candidate (None: the reference itself, as it runs) with a
         review's measurements and the names it could not measure, with why."""
         features = Features(dict(self.reference.values), dict(self.reference.unavailable))
-        if candidate_source is not None:
-            features = features.merged(candidate_features(candidate_source))
-        else:
-            # Without a candidate the reference itself is what runs: its launches are the estimate,
-            # and it has no kernels of its own.
-            features.values.setdefault("code_custom_kernels", 0)
+        # Without a candidate the reference itself is what runs: its code is read as a candidate's
+        # (no kernels of its own, no channels-last, no CUDA graph, unless it has them) and its
+        # launches are the estimate from its graph.
+        features = features.merged(candidate_features(candidate_source or self.problem_source))
+        if candidate_source is None:
             if "est_kernel_launches" in features.values:
                 features.values.setdefault("code_launches_per_forward", features.values["est_kernel_launches"])
         dtype = _dtype(features.values)

@@ -85,6 +85,29 @@ class RunId(click.ParamType):
 RUN_ID = RunId()
 
 
+class GpuName(click.ParamType):
+    """A GPU of the peak table (agents/gpus.py): a key (h200-sxm), a unique key prefix (h200) or a
+    device name as torch reports it."""
+
+    name = "gpu"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from kskill.agents.gpus import GpuSpec, UnknownGpu, resolve
+
+        if isinstance(value, GpuSpec):
+            return value
+        try:
+            return resolve(str(value))
+        except UnknownGpu as exc:
+            self.fail(str(exc), param, ctx)
+
+
+gpu_option = click.option(
+    "--gpu", type=GpuName(), default=None, metavar="NAME",
+    help="Target GPU whose peaks the plan uses (ridge point, roofline, launch estimate): a key of the peak "
+         "table (h200, a100-sxm4-80gb, ...) or a device name. Default: the GPU present, else none.")
+
+
 def whole(table: Any, *headers: str) -> None:
     """Never wrap or cut these columns of a rich Table (ids are what a reader copies); the others give way."""
     for column in table.columns:

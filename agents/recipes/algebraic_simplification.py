@@ -3,7 +3,10 @@
 - `torch.diag(d) @ A` -> `d[:, None] * A` (an O(n^3) GEMM and an n x n matrix become one sweep);
   `A @ torch.diag(d)` -> `A * d`;
 - `x.transpose(i, j).transpose(i, j)` (also `.t().t()`) -> `x`;
-- `x * 1`, `x / 1`, `x + 0`, `x - 0` -> `x`.
+- `x * 1`, `x / 1`, `x + 0`, `x - 0` -> `x`;
+- `torch.tril(A @ B)` / `torch.triu(A @ B)` -> a tiled Triton GEMM that computes only the tiles on
+  the kept side of the diagonal (about half of them) and stores zeros elsewhere, with exact fp32 or
+  3xTF32 dots (`dot_precision`, as the technique's variants choose).
 Rewritten nodes keep their names, so later code refers to them unchanged.
 """
 
@@ -11,8 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kskill.agents.recipes.base import Recipe
+from kskill.agents.recipes.base import Lowering, Recipe
+from kskill.agents.recipes.gemm_epilogue_fusion import ACC, triton_gemm
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
+from kskill.agents.recipes.matching import is_float
+from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.common import Body
+from kskill.agents.recipes.templates.unit import KernelUnit
 
 
 def _diag_source(graph: Graph, operand: object) -> Node | None:
@@ -114,15 +122,54 @@ def _drop_dead(graph: Graph) -> None:
                 changed = True
 
 
+def triangular_region(node: Node, graph: Graph) -> Region | None:
+    """torch.tril / torch.triu of a 2-d float matmul whose only use is that mask."""
+    if node.op not in ("tril", "triu") or not node.args or not isinstance(node.args[0], Ref):
+        return None
+    product = graph.by_name[node.args[0].name]
+    if (product.op != "matmul" or not is_float(product) or len(product.shape or ()) != 2
+            or graph.users(product.name) != [node.name] or graph.is_output(product.name)
+            or any(not isinstance(a, (Ref, Attr)) or len(graph.shape_of(a) or ()) != 2 for a in product.args[:2])):
+        return None
+    diagonal = node.attrs.get("diagonal", node.args[1] if len(node.args) > 1 else 0)
+    if not isinstance(diagonal, int):
+        return None
+    side = "lower" if node.op == "tril" else "upper"
+    return Region("triangular_gemm", "algebraic_simplification", product,
+                  extra={"output": node.name, "covers": [node.name], "epilogue_ok": False, "triangle": (side, diagonal)})
+
+
+def lower_triangular(name: str, region: Region, how: Lowering) -> KernelUnit:
+    product, mask = region.anchor, how.graph.by_name[region.extra["output"]]
+    shape = tuple(product.shape)
+    keep = Node(mask.name, "identity", (Ref(ACC),), {"arg_shapes": {0: shape}}, shape, mask.dtype)
+    return triton_gemm(name, product, Body([keep], shape, [mask.name]), how.graph, how.params,
+                       "algebraic_simplification", triangle=region.extra["triangle"])
+
+
 class AlgebraicSimplification(Recipe):
     id = "algebraic_simplification"
-    summary = "diag(d) @ A as a row scale, A @ diag(d) as a column scale, redundant transposes and copies"
+    summary = ("diag(d) @ A as a row scale, A @ diag(d) as a column scale, redundant transposes and copies, "
+               "tril/triu of a product computed on its kept side only")
+    templates = {"triangular_gemm": lower_triangular}
 
     def sites(self, graph: Graph) -> list[str]:
-        return [s for s, _ in find_simplifications(graph)]
+        triangular = [n.name for n in graph.nodes if triangular_region(n, graph) is not None]
+        return [s for s, _ in find_simplifications(graph)] + triangular
 
     def absent_reason(self) -> str:
-        return "no diagonal product, double transpose, identity op or redundant copy"
+        return "no diagonal product, double transpose, identity op, redundant copy or triangular product"
+
+    def claim(self, ctx: Any) -> None:
+        taken = ctx.claimed()
+        for node in ctx.graph.nodes:
+            region = triangular_region(node, ctx.graph)
+            if region is not None and not (region.names() & taken):
+                ctx.regions.append(region)
+                taken |= region.names()
+                ctx.notes.append(f"simplified: {node.name}: only the {region.extra['triangle'][0]} triangle "
+                                 "of the product is computed")
+                ctx.mark(self.id)
 
     def rewrite(self, ctx: Any) -> None:
         done = simplify(ctx.graph)

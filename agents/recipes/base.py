@@ -79,12 +79,18 @@ class AnchorRecipe(Recipe):
     def sites(self, graph: Graph) -> list[str]:
         return [n.name for n in graph.nodes if self.match(n, graph) is not None]
 
+    def without(self, region: Region, taken: set[str]) -> Region | None:
+        """A smaller form of `region` that leaves alone the nodes another technique claimed first, or None."""
+        return None
+
     def claim(self, ctx: Any) -> None:
         taken = ctx.claimed()
         for node in ctx.graph.nodes:
             if node.name in taken:
                 continue
             region = self.match(node, ctx.graph)
+            if region is not None and region.names() & taken:
+                region = self.without(region, taken)
             if region is not None and not (region.names() & taken):
                 ctx.regions.append(region)
                 taken |= region.names()

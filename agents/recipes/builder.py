@@ -121,6 +121,8 @@ def _group_and_attach(ctx: BuildContext) -> None:
             if id(body) not in used and body.outputs:
                 ctx.regions.append(Region("pointwise", "kernel_fusion", body=body))
                 ctx.mark("kernel_fusion")
+    if "gemm_epilogue_fusion" in ctx.applied:  # marked when it claimed; applied only where a product keeps work
+        ctx.applied.remove("gemm_epilogue_fusion")
     for region in ctx.regions:
         if region.kind == "gemm" and (region.epilogue is not None or region.extra.get("has_bias_work")):
             ctx.mark("gemm_epilogue_fusion")

@@ -59,6 +59,9 @@ _MODULE_OPS: dict[type, str] = {
     nn.Flatten: "flatten",
     nn.MSELoss: "mse_loss", nn.L1Loss: "l1_loss", nn.SmoothL1Loss: "smooth_l1_loss",
     nn.HuberLoss: "huber_loss", nn.CrossEntropyLoss: "cross_entropy", nn.KLDivLoss: "kl_div",
+    nn.HingeEmbeddingLoss: "hinge_embedding_loss", nn.TripletMarginLoss: "triplet_margin_loss",
+    nn.CosineEmbeddingLoss: "cosine_embedding_loss", nn.CosineSimilarity: "cosine_similarity",
+    nn.PairwiseDistance: "pairwise_distance",
 }
 
 _MODULE_ATTRS = (
@@ -68,7 +71,7 @@ _MODULE_ATTRS = (
     "num_groups", "num_channels", "num_features", "affine", "momentum", "track_running_stats",
     "ceil_mode", "count_include_pad", "divisor_override", "return_indices", "output_size",
     "start_dim", "end_dim", "reduction", "delta", "ignore_index", "label_smoothing", "log_target",
-    "training", "inplace",
+    "training", "inplace", "margin", "swap", "norm", "keepdim",
 )
 
 

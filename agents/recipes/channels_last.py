@@ -15,7 +15,7 @@ from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe
 from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS, gemm_region, product_text
-from kskill.agents.recipes.graph import Graph, Node, Ref
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.regions import is_pointwise
 from kskill.agents.recipes.templates.common import MEMORY_FORMATS
 
@@ -41,7 +41,9 @@ class ChannelsLast(AnchorRecipe):
         for region in regions:
             outputs = region.epilogue.outputs if region.epilogue else [region.extra.get("output", region.anchor.name)]
             region.extra["contiguous_outputs"] = {o for o in outputs if _needs_contiguous(o, graph, claimed)}
-        if regions:
+        # a batch norm that took its convolution over runs it in channels-last too, and reads the result as it lies
+        adopted = [r for r in ctx.regions if getattr(r.extra.get("conv"), "op", None) in CHANNELS_LAST_OPS]
+        if regions or adopted:
             ctx.flags["nhwc"] = True
             ctx.notes.append("channels_last: the layout can change cuDNN's algorithm; where cuDNN computes in "
                              "TF32 (PyTorch's default) results may then differ from the NCHW reference by TF32 "
@@ -49,10 +51,10 @@ class ChannelsLast(AnchorRecipe):
         alone = [n for n in graph.nodes if n.name not in claimed and _alone(n)]
         for node in alone:
             fmt = f"contiguous(memory_format={MEMORY_FORMATS[len(node.shape)]})"
-            bias = f"self.{node.module}.bias" if node.attrs.get("has_bias") else "None"
-            text = product_text(node, f"{node.args[0].name}.{fmt}", f"self.{node.module}.weight.{fmt}", bias)
+            bias = Attr(f"{node.module}.bias").code if node.attrs.get("has_bias") else "None"
+            text = product_text(node, f"{node.args[0].name}.{fmt}", f"{Attr(f'{node.module}.weight').code}.{fmt}", bias)
             overrides[node.name] = text + (".contiguous()" if _needs_contiguous(node.name, graph, claimed) else "")
-        if regions or alone:
+        if regions or alone or adopted:
             ctx.mark(self.id)
 
 

@@ -1,11 +1,16 @@
 """fused_loss: losses computed and reduced in one sweep over the inputs.
 
-Elementwise losses (mse, l1, smooth-l1, huber, kl-div) compute their term from both inputs (the
-prediction read through its producer's pointwise chain, e.g. the log of kl_div(log(p), t)) and
-reduce it with SPLIT programs writing partial sums, then one program adds the partials in a
-fixed order (deterministic, no atomics) and scales them (mean, batchmean or sum).
-Cross-entropy: one program per row computes logsumexp(x) - x[target] (rows whose target is
-ignore_index count for nothing), then the same deterministic mean over the valid rows.
+Elementwise losses (mse, l1, smooth-l1, huber, kl-div, hinge-embedding, and any loss written out as
+a mean or sum of pointwise work over two or more of the forward's inputs, such as
+torch.mean(torch.clamp(1 - p * t, min=0))) compute their term from the inputs (the prediction
+read through its producer's pointwise chain, e.g. the log of kl_div(log(p), t)) and reduce it with
+SPLIT programs writing partial sums, then one program adds the partials in a fixed order
+(deterministic, no atomics) and scales them (mean, batchmean or sum).
+Row losses: one program per row accumulates the row's sums in one sweep over its columns and turns
+them into the row's loss (cross-entropy: logsumexp(x) - x[target], rows whose target is
+ignore_index counting for nothing; triplet margin: max(d(a, p) - d(a, n) + margin, 0) with
+d(u, v) = ||u - v + eps||_p; cosine embedding; and a mean or sum of pointwise work over
+cosine_similarity or pairwise_distance rows), then the same deterministic mean over the rows.
 """
 
 from __future__ import annotations
@@ -15,19 +20,33 @@ from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
-from kskill.agents.recipes.matching import FLOATS
-from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.matching import FLOATS, first_operand, normalise_dims
+from kskill.agents.recipes.regions import Region, body_feeding, group_pointwise, is_pointwise
 from kskill.agents.recipes.templates.common import (
     TARGET_SMS as SMS, indent, next_pow2, operand_key, program_id, split_chunk, wide_index)
 from kskill.agents.recipes.templates.fused_io import FusedIO
+from kskill.agents.recipes.templates.loss import SUM_KERNEL, RowLoss, partials_launcher
+from kskill.agents.recipes.templates.loss import row_loss_unit as row_loss_kernels
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name, prepare
 
-LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "cross_entropy")
+ELEMENTWISE = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "hinge_embedding_loss")
+LOSSES = (*ELEMENTWISE, "cross_entropy")
+ROW_LOSSES = ("triplet_margin_loss", "cosine_embedding_loss")
+SIMILARITIES = ("cosine_similarity", "pairwise_distance")  # row values a written-out loss may reduce
+WRITTEN = ("mean", "sum")  # the reductions that end a loss written out
 
 
 def loss_region(node: Node, graph: Graph) -> Region | None:
-    if node.op not in LOSSES:
-        return None
+    if node.op in LOSSES:
+        return _library_loss(node, graph)
+    if node.op in ROW_LOSSES:
+        return row_loss_region(node, graph)
+    if node.op in WRITTEN:
+        return _written_loss(node, graph)
+    return None
+
+
+def _library_loss(node: Node, graph: Graph) -> Region | None:
     at = node.attrs
     if node.module is not None:
         pred, target = node.args[0], node.args[1]
@@ -57,11 +76,127 @@ def loss_region(node: Node, graph: Graph) -> Region | None:
     return Region("loss", "fused_loss", node,
                   extra={**prologue, "epilogue_ok": False, "pred": pred, "target": target, "reduction": reduction,
                          "beta": float(at.get("beta", 1.0)), "delta": float(at.get("delta", 1.0)),
-                         "ignore_index": at.get("ignore_index", -100)})
+                         "margin": float(at.get("margin", 1.0)), "ignore_index": at.get("ignore_index", -100)})
 
 
-def _term(op: str, beta: float, delta: float) -> str:
+def _written_loss(node: Node, graph: Graph) -> Region | None:
+    """torch.mean / torch.sum to one value of a pointwise chain over two or more of the forward's inputs
+    (the chain becomes the loss term, computed as it loads), or over cosine_similarity or
+    pairwise_distance rows (a row loss)."""
+    x = first_operand(node)
+    if node.shape != () or node.attrs.get("dtype") is not None or not isinstance(x, Ref):
+        return None
+    shape = tuple(graph.shape_of(x) or ())
+    dim = node.attrs.get("dim")
+    if not shape or (dim is not None and normalise_dims(dim, len(shape)) != tuple(range(len(shape)))):
+        return None
+    allowed = {n.name for n in graph.nodes if is_pointwise(n, graph)}
+    body = body_feeding(group_pointwise(graph, allowed), node, x, graph)
+    if body is None or body.domain != shape:
+        return None
+    scale = 1.0 / math.prod(shape) if node.op == "mean" else 1.0
+    sources = [graph.by_name[o.name] for o in body.external(graph) if isinstance(o, Ref)]
+    similar = [n for n in sources if n.op in SIMILARITIES]
+    if similar:
+        return similarity_loss_region(node, graph, similar, body, scale) if len(similar) == 1 else None
+    if sum(n.op == "input" for n in sources) < 2:
+        return None  # a mean of work over one input is a reduction, not a loss
+    return Region("loss", "fused_loss", node, prologue=body,
+                  extra={"epilogue_ok": False, "pred": x, "target": None, "reduction": node.op, "scale": scale})
+
+
+def row_loss_region(node: Node, graph: Graph) -> Region | None:
+    """nn.TripletMarginLoss / F.triplet_margin_loss (p = 1 or 2) and cosine_embedding_loss over (rows, D)
+    inputs, reduced by mean or sum."""
+    at = node.attrs
+    reduction = at.get("reduction", "mean")
+    if reduction not in WRITTEN or at.get("size_average") is not None or at.get("reduce") is not None:
+        return None
+    names = ("anchor", "positive", "negative") if node.op == "triplet_margin_loss" else ("input1", "input2", "target")
+    operands = list(node.args[:3]) if node.module is not None else [at.get(n) for n in names]
+    rows_of, target = (operands, None) if node.op == "triplet_margin_loss" else (operands[:2], operands[2])
+    if not _row_operands(graph, rows_of) or (target is not None and not _row_shaped(graph, target, rows_of[0])):
+        return None
+    p = at.get("p", 2)
+    if node.op == "triplet_margin_loss" and p not in (1, 2):
+        return None
+    rows = graph.shape_of(rows_of[0])[0]
+    return Region("row_loss", "fused_loss", node, extra={
+        "epilogue_ok": False, "rows_of": rows_of, "target": target, "p": p, "eps": float(at.get("eps", 1e-6)),
+        "margin": float(at.get("margin", 1.0 if node.op == "triplet_margin_loss" else 0.0)),
+        "swap": bool(at.get("swap", False)), "scale": 1.0 / rows if reduction == "mean" else 1.0})
+
+
+def similarity_loss_region(node: Node, graph: Graph, similar: list[Node], body: Any, scale: float) -> Region | None:
+    """A mean or sum of pointwise work over the rows of one cosine_similarity or pairwise_distance of two
+    (rows, D) tensors along D (torch.mean(1 - F.cosine_similarity(p, t, dim=1)))."""
+    sim = similar[0]
+    at = sim.attrs
+    rows_of = list(sim.args[:2]) if sim.module is not None else [at.get("x1"), at.get("x2")]
+    if not _row_operands(graph, rows_of) or body.domain != (graph.shape_of(rows_of[0])[0],):
+        return None
+    if sim.op == "cosine_similarity" and at.get("dim", 1) not in (1, -1):
+        return None
+    p = at.get("norm", at.get("p", 2.0))
+    if sim.op == "pairwise_distance" and (p not in (1, 2) or at.get("keepdim")):
+        return None
+    eps = float(at.get("eps", 1e-8 if sim.op == "cosine_similarity" else 1e-6))
+    return Region("row_loss", "fused_loss", node, extra={
+        "epilogue_ok": False, "rows_of": rows_of, "similarity": sim.op, "value_of": sim.name, "row_body": body,
+        "p": p, "eps": eps, "scale": scale, "covers": [sim.name, *body.names()]})
+
+
+def _row_operands(graph: Graph, operands: list[Any]) -> bool:
+    """Two or three float (rows, D) tensors of one shape."""
+    shapes = {tuple(graph.shape_of(o) or ()) if isinstance(o, (Ref, Attr)) else None for o in operands}
+    shape = next(iter(shapes))
+    return len(shapes) == 1 and shape is not None and len(shape) == 2 and all(
+        str(graph.dtype_of(o)) in FLOATS for o in operands)
+
+
+def _row_shaped(graph: Graph, operand: Any, like: Any) -> bool:
+    return isinstance(operand, (Ref, Attr)) and tuple(graph.shape_of(operand) or ()) == (graph.shape_of(like)[0],)
+
+
+def _distance_sums(p: float, eps: float, pairs: list[tuple[str, str]]) -> list[str]:
+    """sum |u - v + eps|^p per pair, as pairwise_distance computes it (eps added to the difference)."""
+    power = "tl.abs({d})" if p == 1 else "{d} * {d}"
+    return [power.format(d=f"({u} - {v} + {eps!r})") for u, v in pairs]
+
+
+def row_loss_spec(region: Region) -> RowLoss:
+    """The sums and row value of each row loss fused_loss lowers."""
+    x, op = region.extra, region.anchor.op
+    root = "tl.sqrt({})" if x["p"] == 2 else "{}"
+    if op == "triplet_margin_loss":
+        pairs = [("x0", "x1"), ("x0", "x2")] + ([("x1", "x2")] if x["swap"] else [])
+        near = "tl.minimum(d1, " + root.format("s2") + ")" if x["swap"] else "d1"
+        return RowLoss(x["rows_of"], _distance_sums(x["p"], x["eps"], pairs), [
+            f"d0 = {root.format('s0')}", f"d1 = {root.format('s1')}",
+            f"r = tl.maximum(d0 - {near} + {x['margin']!r}, 0.0)"], scale=x["scale"])
+    if op == "cosine_embedding_loss":  # ATen: cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12))
+        return RowLoss(x["rows_of"], ["x0 * x1", "x0 * x0", "x1 * x1"], [
+            "cos = s0 / tl.sqrt((s1 + 1e-12) * (s2 + 1e-12))",
+            f"r = tl.where(y0 == 1.0, 1.0 - cos, 0.0) + tl.where(y0 == -1.0, tl.maximum(cos - {x['margin']!r}, 0.0), 0.0)"],
+            row_operands=[x["target"]], scale=x["scale"])
+    if x["similarity"] == "cosine_similarity":  # x1.x2 / (max(|x1|, eps) * max(|x2|, eps))
+        return RowLoss(x["rows_of"], ["x0 * x1", "x0 * x0", "x1 * x1"], [
+            f"r = s0 / (tl.maximum(tl.sqrt(s1), {x['eps']!r}) * tl.maximum(tl.sqrt(s2), {x['eps']!r}))"],
+            body=x["row_body"], value_of=x["value_of"], scale=x["scale"])
+    return RowLoss(x["rows_of"], _distance_sums(x["p"], x["eps"], [("x0", "x1")]), [f"r = {root.format('s0')}"],
+                   body=x["row_body"], value_of=x["value_of"], scale=x["scale"])
+
+
+def row_loss_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+    return row_loss_kernels(name, region, graph, row_loss_spec(region), params)
+
+
+def _term(op: str, extra: dict[str, Any]) -> str:
+    """The loss term of one element from prediction p and target t (a written-out loss: its chain's value p)."""
+    beta, delta, margin = extra.get("beta", 1.0), extra.get("delta", 1.0), extra.get("margin", 1.0)
     d = "(p - t)"
+    if op in WRITTEN:
+        return "p"
     if op == "mse_loss":
         return f"{d} * {d}"
     if op == "l1_loss":
@@ -74,6 +209,8 @@ def _term(op: str, beta: float, delta: float) -> str:
         return f"tl.where(tl.abs({d}) < {delta!r}, 0.5 * {d} * {d}, {delta!r} * (tl.abs({d}) - {0.5 * delta!r}))"
     if op == "kl_div":
         return "tl.where(t > 0.0, t * (tl.log(tl.where(t > 0.0, t, 1.0)) - p), 0.0)"
+    if op == "hinge_embedding_loss":  # as ATen: both parts count for a target that is neither 1 nor -1
+        return f"tl.where(t != 1.0, tl.maximum({margin!r} - p, 0.0), 0.0) + tl.where(t != -1.0, p, 0.0)"
     raise ValueError(op)
 
 
@@ -88,61 +225,38 @@ def loss_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     op = region.anchor.op
     if op == "cross_entropy":
         return _cross_entropy(name, region, graph, params)
+    if region.kind == "row_loss":
+        return row_loss_unit(name, region, graph, params)
     pred, target, reduction = region.extra["pred"], region.extra["target"], region.extra["reduction"]
     shape = tuple(graph.shape_of(pred))
     total = math.prod(shape)
-    scale = {"mean": 1.0 / total, "sum": 1.0, "batchmean": 1.0 / shape[0]}[reduction]
+    scale = region.extra.get("scale") or {"mean": 1.0 / total, "sum": 1.0, "batchmean": 1.0 / shape[0]}[reduction]
     p = {**default_params(total), **{k: v for k, v in params.items() if k in ("BLOCK", "SPLIT", "num_warps")}}
     block, split, warps = p["BLOCK"], p["SPLIT"], p["num_warps"]
     chunk = split_chunk(total, split, block)
     io = FusedIO(region, graph)
     if region.prologue is None and region.extra.get("prologue_operand") is None:
         io.add(pred)
-    target_ptr = io.add(target)
+    target_load = [] if target is None else [f"    t = tl.load({io.add(target)} + offs, mask=mask, other=0.0).to(tl.float32)"]
     load, value = io.load_input("offs", "mask")
     body = [f"s = {program_id(0, io.wide)}", "acc = tl.zeros([BLOCK], tl.float32)",
             "for start in range(s * CHUNK, s * CHUNK + CHUNK, BLOCK):",
             "    offs = start + tl.arange(0, BLOCK)", "    mask = offs < NUMEL"]
     body += ["    " + ln for ln in load] + [
-        f"    p = {value}",
-        f"    t = tl.load({target_ptr} + offs, mask=mask, other=0.0).to(tl.float32)",
-        f"    acc += tl.where(mask, {_term(op, region.extra['beta'], region.extra['delta'])}, 0.0)",
+        f"    p = {value}", *target_load,
+        f"    acc += tl.where(mask, {_term(op, region.extra)}, 0.0)",
         "tl.store(partial_ptr + s, tl.sum(acc, axis=0))"]
     ptrs = ", ".join(io.ptrs[operand_key(o)] for o in io.operands)
     kernel = (f"@triton.jit\ndef {name}_partial({ptrs}, partial_ptr, NUMEL: tl.constexpr, "
               f"CHUNK: tl.constexpr, BLOCK: tl.constexpr):\n"
               f"    \"\"\"{op}: partial sum of the loss terms of one chunk (inputs read once, terms never stored).\"\"\"\n"
-              f"{indent(body, 4)}\n\n" + _SUM_KERNEL.format(name=name))
-    names = [arg_name(o) for o in io.operands]
-    src = [f"def {name}({', '.join(names)}):"]
-    src += [f"    {arg_name(o)} = {prepare(o, graph)}" for o in io.operands]
-    src += [f"    partial = torch.empty(({split},), device={names[0]}.device, dtype=torch.float32)",
-            f"    {name}_partial[({split},)]({', '.join(names)}, partial, NUMEL={total}, CHUNK={chunk}, "
-            f"BLOCK={block}, num_warps={warps})",
-            f"    out = torch.empty((), device={names[0]}.device, dtype={region.anchor.dtype or graph.dtype_of(pred)})",
-            f"    {name}_sum[(1,)](partial, partial, out, N={split}, SCALE={scale!r}, COUNTED=False, "
-            f"BLOCK={min(next_pow2(split), 4096)}, num_warps=4)",
-            "    return out"]
-    return KernelUnit(name, kernel, "\n".join(src) + "\n", list(io.operands), [region.anchor.name],
+              f"{indent(body, 4)}\n\n" + SUM_KERNEL.format(name=name))
+    launcher = partials_launcher(name, io, graph, "partial", split, f"NUMEL={total}, CHUNK={chunk}, BLOCK={block}, "
+                                 f"num_warps={warps}", scale, region.anchor.dtype or graph.dtype_of(pred))
+    return KernelUnit(name, kernel, launcher, list(io.operands), [region.anchor.name],
                       {"BLOCK": block, "SPLIT": split, "num_warps": warps}, region.technique)
 
 
-_SUM_KERNEL = '''@triton.jit
-def {name}_sum(values_ptr, counts_ptr, out_ptr, N: tl.constexpr, SCALE: tl.constexpr, COUNTED: tl.constexpr,
-               BLOCK: tl.constexpr):
-    """Adds the partials in a fixed order: SCALE * sum, or sum / sum(counts) when COUNTED."""
-    total = tl.zeros([BLOCK], tl.float32)
-    count = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, N, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        total += tl.load(values_ptr + offs, mask=offs < N, other=0.0)
-        if COUNTED:
-            count += tl.load(counts_ptr + offs, mask=offs < N, other=0.0)
-    if COUNTED:
-        tl.store(out_ptr, tl.sum(total, axis=0) / tl.sum(count, axis=0))
-    else:
-        tl.store(out_ptr, tl.sum(total, axis=0) * SCALE)
-'''
 
 
 def _cross_entropy(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
@@ -167,7 +281,7 @@ def _cross_entropy(name: str, region: Region, graph: Graph, params: dict[str, An
             "tl.store(count_ptr + row, tl.where(valid, 1.0, 0.0))"]
     kernel = (f"@triton.jit\ndef {name}_rows(logits_ptr, target_ptr, loss_ptr, count_ptr, C: tl.constexpr, "
               "BLOCK_R: tl.constexpr):\n    \"\"\"Cross-entropy of one row: online logsumexp minus the target logit.\"\"\"\n"
-              f"{indent(body, 4)}\n\n" + _SUM_KERNEL.format(name=name))
+              f"{indent(body, 4)}\n\n" + SUM_KERNEL.format(name=name))
     x, t = arg_name(logits), arg_name(target)
     src = [f"def {name}({x}, {t}):", f"    {x} = {prepare(logits, graph)}", f"    {t} = {prepare(target, graph)}",
            f"    loss = torch.empty(({rows},), device={x}.device, dtype=torch.float32)",
@@ -187,14 +301,15 @@ def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
 
 class FusedLoss(AnchorRecipe):
     id = "fused_loss"
-    summary = "losses (mse, l1, smooth-l1, huber, kl-div, cross-entropy) and their reduction in one kernel"
-    templates = {"loss": lower}
+    summary = ("losses (mse, l1, smooth-l1, huber, kl-div, hinge, cross-entropy, triplet margin, cosine, and losses "
+               "written out as a mean of pointwise work) and their reduction in one sweep")
+    templates = {"loss": lower, "row_loss": lower}
 
     def match(self, node: Node, graph: Graph) -> Region | None:
         return loss_region(node, graph)
 
     def absent_reason(self) -> str:
-        return "no supported loss function call"
+        return "no supported loss function call, nor a mean or sum of pointwise work over two or more inputs"
 
 
 RECIPE = FusedLoss()

@@ -20,7 +20,7 @@ from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.kernel_fusion import body_shape, default_params
 from kskill.agents.recipes.matching import is_float
-from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.regions import Region, is_pointwise
 from kskill.agents.recipes.templates.common import (
     MEMORY_FORMATS, Body, body_comment, channels_last_order, emit_body, indent, numel, operand_key, program_id,
     wide_index)
@@ -47,10 +47,13 @@ def gemm_region(node: Node, graph: Graph) -> Region | None:
         return None  # functional linear/conv calls keep their own text
     if node.op.startswith("conv") and node.attrs.get("padding_mode", "zeros") != "zeros":
         return None
+    # Only a pointwise user can become the epilogue, and without one only a convolution's bias is work
+    # to fuse; a bare product claimed here would be dropped later, after keeping other recipes (a batch
+    # norm taking its convolution over, a depthwise stencil) from claiming it.
     users = graph.users(node.name)
-    has_pointwise_user = bool(users) and not graph.is_output(node.name)
+    epilogue_user = not graph.is_output(node.name) and any(is_pointwise(graph.by_name[u], graph) for u in users)
     conv_bias = node.op.startswith("conv") and node.attrs.get("has_bias")
-    if not has_pointwise_user and not conv_bias:
+    if not epilogue_user and not conv_bias:
         return None
     return Region("gemm", "gemm_epilogue_fusion", node,
                   extra={"output": node.name, "has_bias_work": bool(conv_bias)})
@@ -154,12 +157,14 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
 
 
 def triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict[str, Any],
-                technique: str) -> KernelUnit:
+                technique: str, triangle: tuple[str, int] | None = None) -> KernelUnit:
     """A tiled Triton GEMM of a 2-d linear/matmul `anchor` with `body` applied to the accumulator.
 
     The operands are read through their strides, so a transposed or sliced view (x.T, W of
     nn.Linear as (N, K)) is indexed in place instead of copied; only an operand the epilogue
-    reads too is made contiguous, since the epilogue indexes it like the output."""
+    reads too is made contiguous, since the epilogue indexes it like the output.
+    `triangle` ("lower" or "upper", diagonal): the product is kept only on that side of the diagonal,
+    as torch.tril / torch.triu keep it; tiles wholly on the other side skip their K loop and store zeros."""
     a, w, _ = anchor_inputs(anchor)
     m, n = anchor.shape
     k = graph.shape_of(a)[-1]
@@ -189,13 +194,15 @@ def triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict[
         "pid_n = (pid % (GROUP_M * tiles_n)) // rows_in_group",
         "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        "for k0 in range(0, K, BLOCK_K):",
+        *_triangle_skip(triangle),
+        f"for k0 in range(0, {'k_end' if triangle else 'K'}, BLOCK_K):",
         "    kk = k0 + tl.arange(0, BLOCK_K)",
         "    a = tl.load(a_ptr + rm[:, None] * stride_am + kk[None, :] * stride_ak,",
         "                mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
         "    b = tl.load(w_ptr + kk[:, None] * stride_wk + rn[None, :] * stride_wn,",
         "                mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
         f'    acc += tl.dot(a, b, input_precision="{precision}")',
+        *_triangle_mask(triangle),
         "offs = rm[:, None] * N + rn[None, :]", "mask = (rm[:, None] < M) & (rn[None, :] < N)",
     ] + emitted.lines
     for i, node in enumerate(outs):
@@ -225,6 +232,26 @@ def triton_gemm(name: str, anchor: Node, body: Body, graph: Graph, params: dict[
     used = {"gemm_backend": "triton", "dot_precision": precision, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
             "GROUP_M": group, "num_warps": warps, "num_stages": stages}
     return KernelUnit(name, kernel, "\n".join(src) + "\n", launcher_inputs, list(body.outputs), used, technique)
+
+
+def _triangle_skip(triangle: tuple[str, int] | None) -> list[str]:
+    """A tile wholly on the zeroed side of the diagonal runs no K loop (k_end = 0)."""
+    if triangle is None:
+        return []
+    side, diagonal = triangle
+    if side == "lower":  # kept: col <= row + diagonal; zero when the first column passes the last row's bound
+        zero = f"pid_n * BLOCK_N > pid_m * BLOCK_M + BLOCK_M - 1 + {diagonal}"
+    else:  # kept: col >= row + diagonal; zero when the last column is before the first row's bound
+        zero = f"pid_n * BLOCK_N + BLOCK_N - 1 < pid_m * BLOCK_M + {diagonal}"
+    return [f"k_end = tl.where({zero}, 0, K)"]
+
+
+def _triangle_mask(triangle: tuple[str, int] | None) -> list[str]:
+    if triangle is None:
+        return []
+    side, diagonal = triangle
+    keep = "<=" if side == "lower" else ">="
+    return [f"acc = tl.where(rn[None, :] {keep} rm[:, None] + {diagonal}, acc, 0.0)"]
 
 
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:

@@ -89,6 +89,7 @@ UNARY: dict[str, Unary] = {
     "identity": lambda n, x: x,
     "contiguous": lambda n, x: x,
     "clone": lambda n, x: x,
+    "detach": lambda n, x: x,  # forward values are unchanged; a fused kernel keeps no autograd history anyway
     "sigmoid": lambda n, x: _sigmoid(x),
     "tanh": lambda n, x: _tanh(x),
     "silu": lambda n, x: f"(({x}) * {_sigmoid(x)})",

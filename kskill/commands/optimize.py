@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kskill.app import RUN_ID, App, FiniteFloat, console, emit_json, json_option, pass_app
+from kskill.app import RUN_ID, App, FiniteFloat, console, emit_json, gpu_option, json_option, pass_app
 from kskill.report import MODEL_FILE, REPORT_FILE, summary, verdict
 from kskill.run_state import LoopConfig
 
@@ -85,6 +85,7 @@ def resume_hint(run_id: str) -> str:
 @click.option("--confirm", type=click.IntRange(min=0), default=DEFAULT.confirm, show_default=True,
               help="Fastest candidates timed against the reference again at the end (GPU timings only; "
                    "0: off). The returned model is the fastest of that re-timing.")
+@gpu_option
 @click.option("--unsafe-no-sandbox", is_flag=True,
               help="Where no sandbox works, run the LLM brain's candidates anyway, with your privileges.")
 @json_option
@@ -92,7 +93,7 @@ def resume_hint(run_id: str) -> str:
 def optimize(app: App, problem: Path | None, iterations: int | None, brain: str | None, out_dir: Path | None,
              resume_id: str | None, time_limit: float, width: int, beam: int, exhaustive: bool, trials: int,
              device: str, atol: float | None, rtol: float | None, patience: int, retrieval: str, learn: str,
-             max_tokens: int, max_cost: float | None, confirm: int, unsafe_no_sandbox: bool,
+             max_tokens: int, max_cost: float | None, confirm: int, gpu: Any, unsafe_no_sandbox: bool,
              as_json: bool) -> None:
     """Make PROBLEM (defines Model, get_inputs, get_init_inputs) faster: a best-first search planned from
     the skill graph (seed, wide plans, batched reviews, repairs) until a budget, an early stop, or
@@ -112,10 +113,11 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
 
     store = app.store()
     show = Display()
+    target = {"gpu": gpu} if gpu is not None else {}  # without --gpu the run detects the GPU present
     try:
         if resume_id:
             state = resume(store, app.settings, resume_id, iterations=iterations, on_progress=show,
-                           unsafe_no_sandbox=unsafe_no_sandbox)
+                           unsafe_no_sandbox=unsafe_no_sandbox, **target)
         else:
             settings = dict(
                 brain=brain or app.settings.brain, time_limit_s=time_limit, trials=trials, device=device, atol=atol,
@@ -126,7 +128,7 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
             # A reference that cannot run is an error: the first review builds it in the judge and raises
             # ProblemError, and a run that reviews nothing checks it before it returns it.
             state = start(store, app.settings, problem, config, out_dir, began=began, on_progress=show,
-                          unsafe_no_sandbox=unsafe_no_sandbox)
+                          unsafe_no_sandbox=unsafe_no_sandbox, **target)
     except KeyboardInterrupt as exc:  # a stop signal: the loop marked the run interrupted
         click.echo(resume_hint(getattr(exc, "run_id", "") or show.run_id or resume_id or ""), err=True)
         raise

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from kskill.app import App, FiniteFloat, console, json_option, pass_app
+from kskill.app import App, FiniteFloat, console, gpu_option, json_option, pass_app
 from kskill.agents.errors import AgentError
 from kskill.agents.observe import gather, read_observations_file
 from kskill.agents.planner import Plan, Planner
@@ -26,12 +27,13 @@ INT64 = range(-(2**63), 2**63)  # what the graph stores can hold as an integer
 @click.option("--rtol", type=FiniteFloat(min=0), default=None)
 @click.option("--width", type=click.IntRange(min=0), default=4, show_default=True,
               help="Techniques to choose, each with the variants the graph allows (0: every admissible one).")
+@gpu_option
 @click.option("--include-proposed", is_flag=True, help="Also consider ingested skills not yet reviewed.")
 @click.option("--record", is_flag=True, help="Write the Decision subgraph to the graph for auditing.")
 @json_option
 @pass_app
 def plan(app: App, problem: Path, candidate: Path | None, observations_file: Path | None, ncu_csv: Path | None,
-         atol: float | None, rtol: float | None, width: int, include_proposed: bool, record: bool,
+         atol: float | None, rtol: float | None, width: int, gpu: Any, include_proposed: bool, record: bool,
          as_json: bool) -> None:
     """Which skills apply, and why: bottlenecks matched, techniques chosen with their variants,
     alternatives rejected. The problem is checked first as `optimize` checks it: its reference must
@@ -46,7 +48,8 @@ def plan(app: App, problem: Path, candidate: Path | None, observations_file: Pat
         status.update("running the reference once in the sandbox")
         reference = runnable_problem(problem)
         status.update("reading the code (torch.fx capture and static features)")
-        obs = gather(reference.source, candidate_source, measured=measured, ncu_csv=report, atol=atol, rtol=rtol)
+        obs = gather(reference.source, candidate_source, measured=measured, ncu_csv=report, atol=atol, rtol=rtol,
+                     gpu=gpu or "detect")
         status.update("opening the skill graph")
         statuses = ("accepted", "proposed") if include_proposed else ("accepted",)
         planner = Planner(app.store(), statuses=statuses)

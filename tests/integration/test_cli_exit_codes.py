@@ -117,11 +117,26 @@ def test_skills_commands_that_fail(kskill):
     (["--time-limit", "nan"], ["--time-limit", "not a finite number"]),
     (["--atol", "inf"], ["--atol", "not a finite number"]),
     (["--out", "/dev/null"], ["/dev/null exists and is not a directory"]),
+    (["--gpu", "tpu9"], ["--gpu", "'tpu9' is not in the peak table", "h200-sxm"]),
+    (["--gpu", "a100"], ["--gpu", "ambiguous", "a100-sxm4-40gb"]),
 ])
 def test_optimize_bad_options(kskill, extra, words):
     code, _, err = kskill("optimize", EXAMPLE, *extra)
     assert code == 2
     one_line_error(err, *words)
+
+
+def test_plan_uses_the_ridge_point_of_the_gpu_it_is_told(kskill):
+    """On a machine without a GPU, --gpu names the target whose peaks the plan reads."""
+    code, out, err = kskill("plan", EXAMPLE, "--gpu", "h200", "--json")
+    assert code == 0, err
+    observed = json.loads(out)["observations"]
+    assert observed["gpu_name"] == "NVIDIA H200 SXM 141GB"
+    assert observed["ridge_point"] == pytest.approx(67e12 / 4800e9)  # fp32 softmax: the CUDA-core peak
+    assert "memory_bound" in observed and "est_launch_work_us" in observed
+    code, _, err = kskill("plan", EXAMPLE, "--gpu", "tpu9")
+    assert code == 2
+    one_line_error(err, "--gpu", "not in the peak table")
 
 
 def test_optimize_and_plan_refuse_broken_problems(kskill, files):

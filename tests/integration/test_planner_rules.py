@@ -148,8 +148,8 @@ def test_a_cycle_in_the_trajectory_still_terminates_and_is_read(store: GraphStor
 
 
 def test_forbidden_when_rules_out_and_says_which_condition(store: GraphStore):
-    launch_bound = {"kernel_launches_per_forward": 9, "cpu_overhead_pct": 70.0, "static_shapes": True,
-                    "max_pointwise_chain": 1}
+    launch_bound = {"kernel_launches_per_forward": 9, "launches_per_forward": 9, "cpu_overhead_pct": 70.0,
+                    "static_shapes": True, "max_pointwise_chain": 1}
     assert Planner(store).plan(launch_bound).selected == "cuda_graph"
     plan = Planner(store).plan({**launch_bound, "code_uses_cuda_graph": True})
     assert reasons(plan)["cuda_graph"] == "forbidden when code_uses_cuda_graph is true: it holds"
@@ -157,7 +157,8 @@ def test_forbidden_when_rules_out_and_says_which_condition(store: GraphStore):
 
 
 def test_a_forbidden_condition_over_a_missing_metric_does_not_forbid(store: GraphStore):
-    plan = Planner(store).plan({"kernel_launches_per_forward": 9, "cpu_overhead_pct": 70.0, "static_shapes": True})
+    plan = Planner(store).plan({"kernel_launches_per_forward": 9, "launches_per_forward": 9, "cpu_overhead_pct": 70.0,
+                                "static_shapes": True})
     assert plan.selected == "cuda_graph", "code_uses_cuda_graph was not observed: nothing forbids"
 
 
@@ -210,13 +211,14 @@ def test_fallback_tier_proposes_guarded_techniques_in_the_retrievers_order(store
         calls.append((description, k))
         return ["cuda_graph", "no_such_technique", "kernel_fusion", "fused_loss", "online_softmax"]
 
-    obs = {"max_pointwise_chain": 3, "has_loss": True, "static_shapes": True, "kernel_launches_per_forward": 1}
+    obs = {"max_pointwise_chain": 3, "has_loss": True, "static_shapes": True, "kernel_launches_per_forward": 1,
+           "launches_per_forward": 1}
     plan = Planner(store, fallback=fallback).plan(obs)
     assert calls == [("has loss static shapes", 5)], "without a description the true flags describe the kernel"
     assert plan.tier == "fallback" and plan.bottleneck is None
     assert [r.technique for r in plan.ranked] == ["kernel_fusion", "fused_loss"], "retrieval order is kept"
     assert plan.selected == "kernel_fusion"
-    assert reasons(plan)["cuda_graph"] == "requires kernel_launches_per_forward >= 3: not met"
+    assert reasons(plan)["cuda_graph"] == "requires launches_per_forward >= 3: not met"
     assert reasons(plan)["online_softmax"] == "requires has_softmax is true: has_softmax was not observed"
     assert plan.case == "no rule applied; nearest technique by retrieval: kernel_fusion"
     assert Planner(store, fallback=fallback).plan(obs, description="fuse my ops").to_json() == plan.to_json()

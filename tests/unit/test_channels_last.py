@@ -122,3 +122,11 @@ def test_a_lone_conv_before_a_group_norm_returns_nchw():
     cand = check(_conv_then("nn.GroupNorm(3, 6)", inner="self.conv(x)", bias=False), ["channels_last"])
     assert "self.conv.weight.contiguous(memory_format=torch.channels_last), None, (1, 1), (0, 0), (0, 0), 1, " \
            "(1, 1)).contiguous()" in cand.source
+
+
+def test_a_convolution_inside_a_sequential_is_named_by_index():
+    src = problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.block = nn.Sequential(nn.Conv2d(3, 4, 1, bias=False))\n\n"
+                  "    def forward(self, x):\n        return self.block(x)\n", "[torch.randn(2, 3, 5, 5)]")
+    cand = check(src, ["channels_last"])
+    assert cand.applied == ["channels_last"] and "self.block[0].weight.contiguous(" in cand.source

@@ -40,3 +40,73 @@ def test_batch_norm_split_statistics():
 def test_cumulative_momentum_declines():
     cand = check(problem(_module("nn.BatchNorm2d(3, momentum=None)"), "[torch.randn(2, 3, 4, 4)]"), ["fused_normalization"])
     assert cand.applied == []
+
+
+def _conv_bn(conv: str, bn: str, tail: str = "torch.relu(y)", extra: str = "") -> str:
+    return (f"class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            f"        self.conv = {conv}\n        self.bn = {bn}\n\n"
+            f"    def forward(self, x):\n        y = self.bn(self.conv(x)){extra}\n        return {tail}\n")
+
+
+@pytest.mark.parametrize("conv,bn,shape", [
+    ("nn.Conv2d(3, 5, 3, padding=1)", "nn.BatchNorm2d(5)", (4, 3, 7, 9)),            # the conv's bias folded
+    ("nn.Conv2d(4, 6, 3, stride=2, bias=False)", "nn.BatchNorm2d(6, momentum=0.2)", (3, 4, 9, 8)),
+    ("nn.ConvTranspose2d(3, 4, 3, stride=2)", "nn.BatchNorm2d(4)", (2, 3, 5, 6)),
+    ("nn.Conv3d(2, 3, 3)", "nn.BatchNorm3d(3)", (2, 2, 5, 6, 5)),
+])
+def test_batch_norm_takes_over_the_convolution_before_it(conv, bn, shape):
+    """Training mode: two forwards, so the running statistics are compared after they accumulated."""
+    cand = check(problem(_conv_bn(conv, bn), f"[torch.randn{shape}]"), ["fused_normalization", "kernel_fusion"],
+                 compare_buffers=True)
+    forward = cand.source.split("class ModelNew")[1]
+    assert "self.conv(" not in forward and "self.bn(" not in forward
+    assert ", None, " in cand.source  # cuDNN without the bias, which the statistics absorb
+
+
+@pytest.mark.parametrize("order", [["channels_last", "fused_normalization", "kernel_fusion"],
+                                   ["fused_normalization", "kernel_fusion", "channels_last"]])
+def test_channels_last_statistics_read_the_convolution_as_it_lies(order):
+    src = problem(_conv_bn("nn.Conv2d(3, 6, 3, padding=1)", "nn.BatchNorm2d(6)", tail="torch.relu(y) + x.sum()"),
+                  "[torch.randn(3, 3, 5, 7)]")
+    cand = check(src, order, {"launch": {"_batch_norm_0": {"SPLIT": 2, "BLOCK": 4, "BLOCK_C": 4}}},
+                 compare_buffers=True)
+    assert set(cand.applied) == set(order)
+    assert "memory_format=torch.channels_last" in cand.source and "BLOCK_C: tl.constexpr):" in cand.source
+    assert ".permute(0, 1, 2, 3)" not in cand.source
+
+
+def test_a_convolution_without_epilogue_work_is_left_for_the_norm_to_take_over():
+    """channels_last claims first, but a bias-free convolution read only by the norm is no region of its own."""
+    src = problem(_conv_bn("nn.Conv2d(3, 6, 3, bias=False)", "nn.BatchNorm2d(6)"), "[torch.randn(2, 3, 6, 7)]")
+    cand = check(src, ["channels_last", "fused_normalization", "kernel_fusion"], compare_buffers=True)
+    forward = cand.source.split("class ModelNew")[1]
+    assert "self.conv(" not in forward and "conv2d(" not in forward  # the conv runs inside the norm's launcher
+    assert "BLOCK_C: tl.constexpr):" in cand.source
+
+
+def test_eval_mode_subtracts_the_folded_bias_from_the_running_mean():
+    src = problem(_conv_bn("nn.Conv2d(3, 5, 1)", "nn.BatchNorm2d(5).eval()"), "[torch.randn(2, 3, 4, 4)]")
+    cand = check(src, ["fused_normalization"])
+    assert "mean = mean - tl.load(shift_ptr" in cand.source
+
+
+def test_a_depthwise_convolution_is_left_to_its_stencil():
+    src = problem(_conv_bn("nn.Conv2d(4, 4, 3, groups=4)", "nn.BatchNorm2d(4)"), "[torch.randn(2, 4, 6, 6)]")
+    cand = check(src, ["fused_normalization", "depthwise_convolution"], compare_buffers=True)
+    assert cand.applied == ["fused_normalization", "depthwise_convolution"]
+
+
+def test_a_convolution_used_elsewhere_stays_outside():
+    src = problem(_conv_bn("nn.Conv2d(3, 5, 1)", "nn.BatchNorm2d(5)", tail="y", extra=" + self.conv(x)"),
+                  "[torch.randn(2, 3, 4, 4)]")
+    cand = check(src, ["fused_normalization"], compare_buffers=True)
+    assert "self.conv(x)" in cand.source.split("class ModelNew")[1]
+
+
+@pytest.mark.parametrize("dtype", ["torch.float16", "torch.bfloat16"])
+def test_conv_batch_norm_in_half_precision_within_its_tolerance(dtype):
+    src = problem(_conv_bn("nn.Conv2d(3, 4, 3, padding=1)", "nn.BatchNorm2d(4)").replace(
+        "        self.bn = nn.BatchNorm2d(4)\n", f"        self.bn = nn.BatchNorm2d(4)\n        self.to({dtype})\n"),
+        f"[torch.randn(2, 3, 6, 5, dtype={dtype})]")
+    cand = check(src, ["fused_normalization", "kernel_fusion"])
+    assert "self.conv(" not in cand.source.split("class ModelNew")[1]

@@ -62,3 +62,24 @@ def test_one_pass_tf32_dots_at_a_loose_tolerance():
     source = problem(LINEAR, "[torch.randn(5, 33)]", "[33, 37]")
     cand = build_candidate(source, ["gemm_epilogue_fusion"], {"gemm_backend": "triton", "dot_precision": "tf32"})
     assert 'input_precision="tf32"' in cand.source
+
+
+@pytest.mark.parametrize("tail", ["y * torch.sigmoid(y)",                          # the product used twice
+                                  "y * 0.5 + y.clone().detach()",                  # a residual through a copy
+                                  "torch.multiply(torch.tanh(F.softplus(y)), y)"])  # Mish written out
+@pytest.mark.parametrize("layer,shape", [("nn.Linear(24, 17)", "(9, 24)"), ("nn.Conv2d(3, 5, 3)", "(2, 3, 7, 8)")])
+def test_an_epilogue_that_uses_the_product_twice_is_fused(tail, layer, shape):
+    src = problem(f"class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.layer = {layer}\n\n"
+                  f"    def forward(self, x):\n        y = self.layer(x)\n        return {tail}\n", f"[torch.randn{shape}]")
+    cand = check(src, ["gemm_epilogue_fusion"])
+    assert cand.applied == ["gemm_epilogue_fusion"] and cand.source.count("@triton.jit") == 1
+    assert "self.layer(x)" not in cand.source.split("class ModelNew")[1]
+
+
+def test_a_product_whose_uses_form_no_epilogue_is_not_reported_applied():
+    src = problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.fc = nn.Linear(8, 6)\n\n"
+                  "    def forward(self, x):\n        y = self.fc(x)\n        return torch.relu(y), y.sum(dim=1)\n",
+                  "[torch.randn(4, 8)]")
+    cand = build_candidate(src, ["gemm_epilogue_fusion"])
+    assert cand.applied == [] and "@triton.jit" not in cand.source

@@ -31,6 +31,15 @@ CASES = {
     "avg_pool_window": (["fused_pooling"], "F.avg_pool2d(x, 2)", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 2)"]),
     "max_pool_1d": (["fused_pooling"], "F.max_pool1d(x, 4)", ["(64, 64, BIG // 4096 + 4)"]),
     "loss": (["fused_loss"], "F.mse_loss(x, y)", ["(BIG // 1024, 1024)", "(BIG // 1024, 1024)"]),
+    "depthwise_conv": (["depthwise_convolution"], "self.dw(x)", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 3)"]),
+    "conv_batch_norm": (["fused_normalization"], "self.bn(self.pw(x))", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
+    "conv_batch_norm_nhwc": (["channels_last", "fused_normalization"], "torch.relu(self.bn(self.pw(x)))",
+                             ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
+    "triangular_gemm": (["algebraic_simplification"], "torch.tril(x @ y)",
+                        ["(int(BIG ** 0.5) + 1, 64)", "(64, int(BIG ** 0.5) + 1)"]),
+    "row_loss": (["fused_loss"], "F.triplet_margin_loss(x, y, y)", ["(BIG // 1024, 1024)", "(BIG // 1024, 1024)"]),
+    "written_loss": (["fused_loss"], "torch.mean(torch.clamp(1 - x * y, min=0))",
+                     ["(BIG // 1024, 1024)", "(1024,)"]),
 }
 
 
@@ -39,6 +48,7 @@ def _source(body: str, shapes: list[str], big: int) -> str:
     inputs = "[" + ", ".join(f"torch.rand{s.replace('BIG', str(big))}" for s in shapes) + "]"
     model = ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
              "        self.norm = nn.LayerNorm(2048)\n        self.bn = nn.BatchNorm2d(64)\n"
+             "        self.dw = nn.Conv2d(64, 64, 3, groups=64)\n        self.pw = nn.Conv2d(64, 64, 1)\n"
              f"    def forward(self, {', '.join(names)}):\n        return {body}\n")
     return problem(model, inputs)
 

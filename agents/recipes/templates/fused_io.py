@@ -25,6 +25,7 @@ class FusedIO:
 
     region: Region
     graph: Graph
+    perm: tuple[int, ...] | None = None  # the memory order of the iteration domain (channels-last), if not row-major
     operands: list[Any] = field(default_factory=list)
     ptrs: dict[str, str] = field(default_factory=dict)
 
@@ -62,7 +63,7 @@ class FusedIO:
         """Statements giving the anchor's input value at `offs` (fp32)."""
         r = self.region
         if r.prologue is not None:
-            em = emit_body(r.prologue, self.graph, self.ptrs, offs, mask, prefix="p")
+            em = emit_body(r.prologue, self.graph, self.ptrs, offs, mask, perm=self.perm, prefix="p")
             value = em.var_of[r.prologue.outputs[0]]
             return em.lines, value
         ptr = self.ptrs[operand_key(r.extra["prologue_operand"])]
@@ -82,7 +83,7 @@ class FusedIO:
         lines: list[str] = []
         if r.epilogue is not None:
             em = emit_body(r.epilogue, self.graph, self.ptrs, offs, mask, provided={anchor_out: value},
-                           prefix="e")
+                           perm=self.perm, prefix="e")
             lines += em.lines
             var_of = em.var_of
         for i, node in enumerate(self.outputs()):

@@ -1,0 +1,143 @@
+"""depthwise_convolution: depthwise and narrowly grouped 2-d convolutions as one Triton stencil kernel.
+
+    y[n, oc, oh, ow] = b[oc] + sum_{ci < CIN_G, kh < KH, kw < KW}
+                       x[n, g * CIN_G + ci, oh * SH - PH + kh * DH, ow * SW - PW + kw * DW] * w[oc, ci, kh, kw]
+
+with g = oc // COUT_G the group of output channel oc (CIN_G input and COUT_G output channels per
+group; a depthwise convolution has CIN_G = 1). Taps that fall in the zero padding are masked.
+
+One program computes a BLOCK_H x BLOCK_W tile of one (n, oc) output plane, with fp32 multiply-adds
+and no TF32: exact fp32 like cuDNN's CUDA-core path. Neighbouring taps read the same cache lines,
+so DRAM sees each input element about once and each output element once, which is the roofline of a
+stencil this thin. The input is read through its strides, so a channels-last input needs no layout
+copy. The bias, and the pointwise epilogue the builder attaches, are applied before the one store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kskill.agents.recipes.base import AnchorRecipe, Lowering
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
+from kskill.agents.recipes.matching import int_tuple, is_float
+from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
+from kskill.agents.recipes.templates.fused_io import FusedIO
+from kskill.agents.recipes.templates.unit import KernelUnit, alloc, arg_name, prepare
+
+# Input channels per group up to which a direct stencil beats cuDNN's GEMM-shaped kernels; the skill
+# base's condition (conv_min_group_width <= 4) says the same.
+MAX_GROUP_WIDTH = 4
+
+
+def conv_geometry(node: Node, graph: Graph) -> dict[str, Any] | None:
+    """Groups, channels, kernel, stride, padding and dilation of a conv2d module call, or None when
+    the call has settings the template does not cover (string or non-zero padding modes)."""
+    at = node.attrs
+    x = node.args[0] if node.args else None
+    if not isinstance(x, Ref) or len(graph.shape_of(x) or ()) != 4 or at.get("padding_mode", "zeros") != "zeros":
+        return None
+    padding = (0, 0) if at.get("padding") == "valid" else int_tuple(at.get("padding"), 2)
+    kernel, stride, dilation = (int_tuple(at.get(k), 2) for k in ("kernel_size", "stride", "dilation"))
+    groups = at.get("groups", 1)
+    if None in (padding, kernel, stride, dilation) or not isinstance(groups, int):
+        return None
+    n, c_in, h, w = graph.shape_of(x)
+    _, c_out, oh, ow = node.shape
+    return {"x": x, "groups": groups, "cin_g": c_in // groups, "cout_g": c_out // groups, "n": n, "c_in": c_in,
+            "h": h, "w": w, "c_out": c_out, "oh": oh, "ow": ow, "kernel": kernel, "stride": stride,
+            "padding": padding, "dilation": dilation}
+
+
+def depthwise_region(node: Node, graph: Graph) -> Region | None:
+    if node.op != "conv2d" or node.module is None or not is_float(node) or node.shape is None:
+        return None
+    geometry = conv_geometry(node, graph)
+    if geometry is None or geometry["groups"] <= 1 or geometry["cin_g"] > MAX_GROUP_WIDTH:
+        return None
+    return Region("depthwise_conv", "depthwise_convolution", node,
+                  extra={"output": node.name, "geometry": geometry})
+
+
+def default_params(oh: int, ow: int) -> dict[str, Any]:
+    """About 512 outputs per program, the tile as wide as the row allows so loads stay contiguous."""
+    block_w = min(64, next_pow2(ow))
+    block_h = min(next_pow2(oh), max(1, 512 // block_w))
+    return {"BLOCK_H": block_h, "BLOCK_W": block_w, "num_warps": 4}
+
+
+def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+    g = region.extra["geometry"]
+    anchor = region.anchor
+    p = {**default_params(g["oh"], g["ow"]), **{k: v for k, v in params.items()
+                                               if k in ("BLOCK_H", "BLOCK_W", "num_warps")}}
+    io = FusedIO(region, graph)
+    x_ptr = io.add(g["x"])
+    w_ptr = io.add(Attr(f"{anchor.module}.weight"))
+    bias = Attr(f"{anchor.module}.bias") if anchor.attrs.get("has_bias") else None
+    b_ptr = io.add(bias) if bias is not None else None
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = g["kernel"], g["stride"], g["padding"], g["dilation"]
+    body = [f"plane = {program_id(0, io.wide)}", f"tile = {program_id(1, io.wide)}",
+            "n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
+            "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)",
+            "ow = (tile % tiles_w) * BLOCK_W + tl.arange(0, BLOCK_W)",
+            "acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)",
+            f"x_group = {x_ptr} + n * sxn + (oc // COUT_G) * CIN_G * sxc",
+            "for ci in tl.static_range(CIN_G):",
+            "    for kh in tl.static_range(KH):",
+            "        ih = oh * SH - PH + kh * DH",
+            "        rows = (ih >= 0) & (ih < H)",
+            "        for kw in tl.static_range(KW):",
+            "            iw = ow * SW - PW + kw * DW",
+            "            inside = rows[:, None] & ((iw >= 0) & (iw < W))[None, :]",
+            "            v = tl.load(x_group + ci * sxc + ih[:, None] * sxh + iw[None, :] * sxw, mask=inside, other=0.0)",
+            f"            tap = tl.load({w_ptr} + ((oc * CIN_G + ci) * KH + kh) * KW + kw)",
+            "            acc += v.to(tl.float32) * tap.to(tl.float32)"]
+    if b_ptr is not None:
+        body.append(f"acc += tl.load({b_ptr} + oc).to(tl.float32)")
+    body += ["offs = plane * (OH * OW) + oh[:, None] * OW + ow[None, :]",
+             "mask = (oh[:, None] < OH) & (ow[None, :] < OW)"]
+    body += io.store_result("acc", "offs", "mask")
+    sizes = {"C_OUT": g["c_out"], "CIN_G": g["cin_g"], "COUT_G": g["cout_g"], "H": g["h"], "W": g["w"],
+             "OH": g["oh"], "OW": g["ow"], "KH": kh, "KW": kw, "SH": sh, "SW": sw, "PH": ph, "PW": pw,
+             "DH": dh, "DW": dw}
+    constexprs = ", ".join(f"{k}: tl.constexpr" for k in (*sizes, "BLOCK_H", "BLOCK_W"))
+    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['sxn', 'sxc', 'sxh', 'sxw'])}, {constexprs}):\n"
+              f'    """{anchor.name}: {"depthwise" if g["cin_g"] == 1 else "grouped"} 2-d convolution, '
+              f'{g["cin_g"]} input channel(s) per group, as a direct stencil in fp32."""\n{indent(body, 4)}\n')
+    return io.unit(name, kernel, _launcher(name, io, g, sizes, p), {k: p[k] for k in ("BLOCK_H", "BLOCK_W", "num_warps")})
+
+
+def _launcher(name: str, io: FusedIO, g: dict[str, Any], sizes: dict[str, int], p: dict[str, Any]) -> str:
+    """The input is passed as it is (its strides go to the kernel); every other operand contiguous."""
+    x = arg_name(g["x"])
+    src = [f"def {name}({', '.join(arg_name(o) for o in io.operands)}):"]
+    src += [f"    {arg_name(o)} = {prepare(o, io.graph)}" for o in io.operands if o != g["x"]]
+    outs = io.outputs()
+    src += [f"    out{i} = {alloc(tuple(node.shape), node.dtype, x)}" for i, node in enumerate(outs)]
+    tiles = -(-g["oh"] // p["BLOCK_H"]) * -(-g["ow"] // p["BLOCK_W"])
+    args = [arg_name(o) for o in io.operands] + [f"{x}.stride({d})" for d in range(4)] + [f"out{i}" for i in range(len(outs))]
+    consts = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    src.append(f"    {name}_kernel[({g['n'] * g['c_out']}, {tiles})]({', '.join(args)}, {consts}, "
+               f"BLOCK_H={p['BLOCK_H']}, BLOCK_W={p['BLOCK_W']}, num_warps={p['num_warps']})")
+    src.append(f"    return {', '.join(f'out{i}' for i in range(len(outs)))}")
+    return "\n".join(src) + "\n"
+
+
+def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    return depthwise_unit(name, region, how.graph, how.params)
+
+
+class DepthwiseConvolution(AnchorRecipe):
+    id = "depthwise_convolution"
+    summary = "depthwise and narrowly grouped 2-d convolutions as a direct Triton stencil (exact fp32)"
+    templates = {"depthwise_conv": lower}
+
+    def match(self, node: Node, graph: Graph) -> Region | None:
+        return depthwise_region(node, graph)
+
+    def absent_reason(self) -> str:
+        return f"no conv2d module with groups > 1 and at most {MAX_GROUP_WIDTH} input channels per group"
+
+
+RECIPE = DepthwiseConvolution()

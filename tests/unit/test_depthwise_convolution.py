@@ -1,0 +1,69 @@
+"""depthwise_convolution: depthwise and narrow grouped conv2d as a direct Triton stencil, checked against
+nn.Conv2d in Triton's interpreter over odd shapes, strides, paddings, dilations and dtypes."""
+
+import pytest
+import torch
+from recipe_support import assert_close, check, load, problem
+
+from kskill.agents.recipes import applicable, build_candidate
+
+
+def _conv_problem(c_in: int, c_out: int, groups: int, kernel, stride=1, padding=0, dilation=1, bias=True,
+                  tail: str = "", shape=(2, None, 9, 11), dtype: str = "") -> str:
+    model = (f"class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             f"        self.conv = nn.Conv2d({c_in}, {c_out}, {kernel!r}, stride={stride!r}, padding={padding!r}, "
+             f"dilation={dilation!r}, groups={groups}, bias={bias}){dtype}\n"
+             f"    def forward(self, x):\n        return {tail or 'self.conv(x)'}\n")
+    n, _, h, w = shape
+    cast = dtype.replace(".to(", "").rstrip(")") if dtype else ""
+    inputs = f"[torch.randn({n}, {c_in}, {h}, {w}{', dtype=' + cast if cast else ''})]"
+    return problem(model, inputs)
+
+
+@pytest.mark.parametrize("c_in,c_out,groups,kernel,stride,padding,dilation,bias", [
+    (5, 5, 5, 3, 1, 0, 1, False),                 # depthwise, valid padding
+    (6, 6, 6, (3, 1), 1, 1, 1, True),              # asymmetric kernel, padding on both sides
+    (4, 8, 4, (2, 3), (2, 1), (1, 2), (1, 2), True),  # depth multiplier 2, stride, dilation
+    (8, 4, 2, 3, 2, 1, 1, False),                  # grouped: 4 input channels per group, 2 out
+    (9, 9, 3, (1, 3), 1, (0, 1), 1, True),         # grouped: 3 per group
+])
+def test_matches_conv2d(c_in, c_out, groups, kernel, stride, padding, dilation, bias):
+    src = _conv_problem(c_in, c_out, groups, kernel, stride, padding, dilation, bias)
+    cand = check(src, ["depthwise_convolution"])
+    assert cand.applied == ["depthwise_convolution"]
+    assert "torch.nn.functional.conv2d" not in cand.source and "self.conv(x)" not in cand.source.split("class ModelNew")[1]
+
+
+def test_the_pointwise_epilogue_is_applied_before_the_one_store():
+    src = _conv_problem(6, 6, 6, 3, padding=1, tail="torch.relu(self.conv(x)) * 2.0 + 1.0")
+    cand = check(src, ["depthwise_convolution", "kernel_fusion"])
+    assert cand.applied == ["depthwise_convolution", "kernel_fusion"]
+    assert cand.source.count("@triton.jit") == 1  # conv, bias, relu, scale and shift in one kernel
+
+
+def test_a_channels_last_input_is_read_in_place_through_its_strides():
+    src = _conv_problem(6, 6, 6, 3, padding=1, shape=(2, None, 7, 10))
+    cand = build_candidate(src, ["depthwise_convolution"])
+    ref_ns, new_ns = load(src), load(cand.source)
+    torch.manual_seed(0)
+    ref = ref_ns["Model"]()
+    torch.manual_seed(0)
+    new = new_ns["ModelNew"]()
+    x = torch.randn(2, 6, 7, 10).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        assert_close(ref(x), new(x))
+    assert "x.contiguous()" not in cand.source  # no layout copy of the input
+
+
+@pytest.mark.parametrize("dtype", ["torch.float16", "torch.bfloat16"])
+def test_half_precision_within_its_tolerance(dtype):
+    src = _conv_problem(4, 4, 4, 3, padding=1, dtype=f".to({dtype})")
+    assert check(src, ["depthwise_convolution"]).applied == ["depthwise_convolution"]
+
+
+def test_wide_groups_and_ordinary_convolutions_are_left_to_cudnn():
+    wide = _conv_problem(16, 16, 2, 3)  # 8 input channels per group
+    assert not applicable(wide, "depthwise_convolution").ok
+    assert build_candidate(wide, ["depthwise_convolution"]).applied == []
+    plain = _conv_problem(3, 5, 1, 3)
+    assert "no conv2d module with groups > 1" in applicable(plain, "depthwise_convolution").reason
