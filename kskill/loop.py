@@ -95,7 +95,9 @@ class Ctx:
 
     def __post_init__(self) -> None:
         config = self.state.config
-        gpu, why = (None, "the reviews run on the CPU (--device cpu)") if config.device == "cpu" else (self.deps.gpu, "")
+        # A GPU named with --gpu is the target even where the reviews run on the CPU; else none there.
+        detect_on_cpu = config.device == "cpu" and self.deps.gpu == "detect"
+        gpu, why = (None, "the reviews run on the CPU (--device cpu)") if detect_on_cpu else (self.deps.gpu, "")
         self.extractor = FeatureExtractor(self.state.problem.source, config.atol, config.rtol, gpu=gpu,
                                           gpu_reason=why or "no GPU given")
 
