@@ -17,7 +17,8 @@ from .ingest_scoring import Row, describe
 RUNS = Path(__file__).resolve().parent / "ingest" / "runs"
 # Each judgement file and the run that printed the items it judges.
 JUDGED_RUNS = (("heldout2-first-run-judgement.md", "heldout2-first-run.txt"),
-               ("heldout3-first-run-judgement.md", "heldout3-first-run.txt"))
+               ("heldout3-first-run-judgement.md", "heldout3-first-run.txt"),
+               ("tune-learned1-judgement.md", "tune-learned1-items.txt"))
 _ITEM = re.compile(r"^(\d+)\. \[(?P<doc>[^\]]+)\] (?P<item>.*) \(confidence [\d.]+\)\n\s+> (?P<quote>.*?)  \(",
                    re.M)
 _KIND_SUFFIX = re.compile(r" \((?:remedy|cause|definition|precondition|detection|gain|measurement)\)$")
