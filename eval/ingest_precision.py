@@ -7,12 +7,15 @@ learned scorer, without this model) reads it, and two sets of claim rows are kep
 see (the examples) and what learned-1 keeps (what the model filters). A candidate's target is, in order:
 - a person's verdict, where the claim and its sentence were judged (eval/ingest/runs/*-judgement.md);
 - right, when it is a labelled item read from the passage the label quotes;
-- wrong, when it is no labelled item at all (a correct claim nobody listed counts as wrong here);
+- with `--examples all` only: wrong, when it is no labelled item at all (a correct claim nobody listed then
+  counts as wrong, which teaches what a document is about rather than what a sentence states: left out by
+  default);
 - left out otherwise (a labelled item read from another sentence: the labels cannot tell).
 
 Cross-validation by document: for each document, a model fitted on the others' examples scores what
 learned-1 keeps in it; no sentence of a held-out document is ever in training. The threshold is chosen on
-those pooled held-out scores (best F0.5 of label recall and label precision: precision counts twice), and
+those pooled held-out scores (best F0.5 of item recall and the precision a person judged: precision counts
+twice), and
 the figures are reported beside learned-1 unfiltered: item recall, label precision, and the precision over
 the kept claims a person judged. `--write` fits the final model on every document and writes
 ingest/precision.json with the threshold and these figures.
@@ -52,16 +55,21 @@ def collect(docs: list[dict[str, Any]]) -> None:
             doc["kept"] = in_scope([claim_row(c) for c in learned.kept(ruled, weak)], doc["scope"])
 
 
-def examples(doc: dict[str, Any], judged: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Signals and targets of a document's candidates (see the module docstring for the targets)."""
-    from kskill.ingest.precision import PRECISION_FEATURES
+def examples(doc: dict[str, Any], judged: dict, source: str = "all") -> tuple[np.ndarray, np.ndarray]:
+    """Signals and targets of a document's candidates (see the module docstring for the targets). `source`:
+    "all" (verdicts and labels), "judged" (verdicts only), "positives" (verdicts, and labelled items read from
+    the quoted passage: the labels' negatives, claims nobody listed, left out)."""
+    from kskill.ingest.precision import PRECISION_FEATURES, with_interactions
     from kskill.ingest.scorer import as_vector
 
     xs, ys = [], []
     for r in doc["candidates"]:
         target = target_of(doc, r, judged)
+        judged_row = verdict_for(doc["name"], r, judged) is not None
+        if source == "judged" and not judged_row or source == "positives" and not judged_row and target != 1.0:
+            continue
         if target is not None:
-            xs.append(as_vector(r["signals"], PRECISION_FEATURES))
+            xs.append(as_vector(with_interactions(r["signals"]), PRECISION_FEATURES))
             ys.append(target)
     return np.array(xs, dtype=float).reshape(len(xs), len(PRECISION_FEATURES)), np.array(ys)
 
@@ -76,16 +84,17 @@ def target_of(doc: dict[str, Any], row: dict[str, Any], judged: dict) -> float |
     return 1.0 if matched else 0.0
 
 
-def cross_validate(docs: list[dict[str, Any]], judged: dict) -> None:
+def cross_validate(docs: list[dict[str, Any]], judged: dict, source: str) -> None:
     """Each document's kept rows scored by a model fitted on the other documents (`doc["held_out"]`)."""
-    from kskill.ingest.precision import PRECISION_FEATURES
+    from kskill.ingest.precision import PRECISION_FEATURES, with_interactions
     from kskill.ingest.scorer import as_vector
 
-    data = [examples(d, judged) for d in docs]
+    data = [examples(d, judged, source) for d in docs]
     for i, doc in enumerate(docs):
         rest = [data[j] for j in range(len(docs)) if j != i and len(data[j][1])]
         model = fit(np.vstack([x for x, _ in rest]), np.concatenate([y for _, y in rest]))
-        x = np.array([as_vector(r["signals"], PRECISION_FEATURES) for r in doc["kept"]], dtype=float)
+        x = np.array([as_vector(with_interactions(r["signals"]), PRECISION_FEATURES) for r in doc["kept"]],
+                     dtype=float)
         doc["held_out"] = predict(model, x.reshape(-1, len(PRECISION_FEATURES)))
 
 
@@ -117,17 +126,18 @@ def curve(docs: list[dict[str, Any]], judged: dict) -> list[dict[str, Any]]:
 
 
 def choose(points: list[dict[str, Any]]) -> dict[str, Any]:
-    """The threshold with the best F0.5 of label recall and label precision."""
+    """The threshold with the best F0.5 of item recall and judged precision (precision counts twice)."""
     def f_half(p: dict[str, Any]) -> float:
-        r, q = p["recall"] or 0.0, p["label_precision"] or 0.0
+        r, q = p["recall"] or 0.0, p["judged"]["precision"] or 0.0
         return 0.0 if not r or not q else 1.25 * r * q / (0.25 * q + r)
     return max(points, key=f_half)
 
 
-def write_model(docs: list[dict[str, Any]], judged: dict, chosen: dict[str, Any], report: dict[str, Any]) -> None:
+def write_model(docs: list[dict[str, Any]], judged: dict, source: str, chosen: dict[str, Any],
+                report: dict[str, Any]) -> None:
     from kskill.ingest.precision import PRECISION_FEATURES, PRECISION_WEIGHTS
 
-    data = [examples(d, judged) for d in docs]
+    data = [examples(d, judged, source) for d in docs]
     model = fit(np.vstack([x for x, _ in data]), np.concatenate([y for _, y in data]))
     payload = {
         "features": list(PRECISION_FEATURES),
@@ -136,6 +146,7 @@ def write_model(docs: list[dict[str, Any]], judged: dict, chosen: dict[str, Any]
         "mean": [round(float(v), 6) for v in model["mean"]],
         "scale": [round(float(v), 6) for v in model["scale"]],
         "threshold": chosen["threshold"],
+        "examples": source,
         "trained_on": sorted(d["name"] for d in docs),
         "cross_validated": report,
     }
@@ -152,6 +163,8 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="claim rows: read when present, else written here")
     parser.add_argument("--write", action="store_true", help="write ingest/precision.json")
     parser.add_argument("--json", type=Path, help="write the whole curve and per-document figures here")
+    parser.add_argument("--examples", choices=["all", "judged", "positives"], default="positives",
+                        help="which candidates train the model (see examples())")
     args = parser.parse_args()
     docs = training_documents(args.extra_corpus)
     if args.cache and args.cache.is_file():
@@ -163,15 +176,15 @@ def main() -> None:
         if args.cache:
             args.cache.write_text(json.dumps({d["name"]: {k: d[k] for k in ("candidates", "kept")} for d in docs}))
     judged = judged_index(load_judged())
-    cross_validate(docs, judged)
+    cross_validate(docs, judged, args.examples)
     points = curve(docs, judged)
     chosen = choose(points)
-    report = {"documents": len(docs), "learned1_unfiltered": points[0], "chosen": chosen}
+    report = {"documents": len(docs), "examples": args.examples, "learned1_unfiltered": points[0], "chosen": chosen}
     print(json.dumps(report, indent=2))
     if args.json:
         args.json.write_text(json.dumps({"summary": report, "curve": points}, indent=2))
     if args.write:
-        write_model(docs, judged, chosen, report)
+        write_model(docs, judged, args.examples, chosen, report)
 
 
 if __name__ == "__main__":

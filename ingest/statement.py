@@ -34,17 +34,12 @@ PREPOSITION = re.compile(r"^(?:of|in|for|with|to|from|by|on|at|into|than|as|like
 # A name after these words is an example or an item, not what the sentence is about.
 PASSING_LEAD = re.compile(r"(?:such as|e\.g\.?,?|i\.e\.?,?|including|like|for example,?|for instance,?|namely|"
                           r"etc\.?|or|and)\s*$", re.I)
-# A configuration field or a call: "num_stages: 3", "--flag", "NAME=1", "defaults to", "(default: ...)".
-CONFIG = re.compile(r"^\s*[\w.-]+\s*[:=]\s*\S|(?<!\w)--[a-z]\w*|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\s*=|\bdefaults? (?:to|is)\b|"
-                    r"\(default\b|\bset (?:it |this )?to\b|\b\w+\(\w*\)", re.I)
+# A configuration field: an identifier-like key with a value ("num_stages=n", "CUTLASS_FILE : path", "- `x_ptr` -"),
+# a flag, or a default. Not "Risks : ..." or "When to apply : ...": a catalogue's prose fields are claims.
+CONFIG = re.compile(r"^\s*[-*]?\s*`?[A-Za-z_][\w.]*(?:_[\w.]+|\(\))`?\s*(?:[:=]|\s[-–—]\s)|^\s*[-*]?\s*\w+=\S|"
+                    r"(?<!\w)--[a-z][\w-]*|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\s*=|\bdefaults? (?:to|is)\b|\(default\b", re.I)
 LEAD_LINE = re.compile(r"(?::|\bfollowing|\bas follows|\bbelow)\s*$", re.I)
 REMEDY_VERB = re.compile(r"\b(?:use|apply|enable|add|set|try|replace|switch|fuse|tile|pad|unroll)\b", re.I)
-
-STATEMENT_FEATURES = (
-    "role_subject", "role_object", "in_list", "in_brackets", "in_code", "config_field", "lead_line",
-    "heading_only", "bottleneck_instruction", "protocol_untimed", "sentence_similarity", "similarity_margin",
-)
-
 
 def statement_signals(text: str, span: tuple[int, int] | None, kind: str,
                       similarity: tuple[float, float] | None = None) -> dict[str, float]:

@@ -81,3 +81,32 @@ def test_every_committed_judgement_is_read_and_matched_by_item_and_sentence():
            "quote": item.quote}
     assert verdict_for(item.document, row, index) is False
     assert verdict_for("another-document.md", row, index) is None
+
+
+def test_the_shipped_precision_model_reads_its_signals_and_no_held_out_document():
+    import json
+
+    from kskill.eval.ingest_eval import CORPUS_LABELS, TUNE_HALVES
+    from kskill.eval.ingest_scoring import load_corpus_labels
+    from kskill.ingest.precision import PRECISION_FEATURES, PRECISION_WEIGHTS, PrecisionModel
+
+    model = PrecisionModel.load()
+    assert model.model.features == PRECISION_FEATURES and 0.0 < model.model.threshold < 1.0
+    trained_on = set(json.loads(PRECISION_WEIGHTS.read_text())["trained_on"])
+    held_out = {lab.name for lab in load_corpus_labels(CORPUS_LABELS).values() if lab.half not in TUNE_HALVES}
+    assert held_out and not trained_on & held_out
+
+
+def test_the_precision_model_forms_its_interactions_and_keeps_by_threshold():
+    from kskill.ingest.precision import PRECISION_FEATURES, PrecisionModel, with_interactions
+    from kskill.ingest.scorer import ClaimScorer
+
+    assert with_interactions({"edge": 1.0, "heading_only": 1.0})["edge_unnamed"] == 1.0
+    assert with_interactions({"support": 1.0, "in_list": 1.0})["support_in_passing"] == 1.0
+    assert with_interactions({"support": 1.0})["support_in_passing"] == 0.0
+    # One weight, against a remedy whose technique the sentence does not name.
+    weights = tuple(-3.0 if name == "edge_unnamed" else 0.0 for name in PRECISION_FEATURES)
+    n = len(PRECISION_FEATURES)
+    model = PrecisionModel(ClaimScorer(weights, 1.0, (0.0,) * n, (1.0,) * n, 0.5, PRECISION_FEATURES))
+    assert model.states({"edge": 1.0, "heading_only": 0.0})
+    assert not model.states({"edge": 1.0, "heading_only": 1.0})
