@@ -11,8 +11,10 @@ rules keep at their own bars is kept, as the `rules-3` extractor did. The rules 
 low bars, and what that adds (nodes met by meaning or by heading, weaker cues) is kept when the scorer
 fitted on the tune documents (scorer.py) says it is likely: leave-one-document-out showed that the
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
-better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped; the rest
-are merged per triple. Without the scorer's weights the rules decide alone.
+better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
+precision model (precision.py), fitted on sentences a person judged, drops a kept claim whose sentence it
+finds unlikely to state it; the rest are merged per triple. Without the scorer's weights the rules decide
+alone (`rules-3`); without the precision model's, the scorer's choice stands (`learned-1`).
 """
 
 from __future__ import annotations
@@ -98,11 +100,11 @@ class RuleExtractor:
         weak: list[Claim] = []
         for passage, about in zip(parts, self.linker.link(parts)):
             for view, start in self._views(doc, passage, about):
-                signed = lambda claims: [replace(c, signals=tuple(view_signals(c, view, topics, start).items()))
-                                         for c in claims]
-                ruled.extend(signed(self.rules.claims(view)) if self.scorer is not None else self.rules.claims(view))
-                if self.scorer is not None:
-                    weak.extend(signed(self.weak_rules.claims(view)))
+                if self.scorer is None:
+                    ruled.extend(self.rules.claims(view))
+                    continue
+                ruled.extend(_signed(self.rules.claims(view), view, topics, start))
+                weak.extend(_signed(self.weak_rules.claims(view), view, topics, start))
         proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
                      for c in self.proposals.claims(doc, parts)]
         if self.scorer is not None:
@@ -145,6 +147,11 @@ class RuleExtractor:
                 yield SentenceView(sentence.text, Span(sentence.text, doc.location(sentence.start)), named,
                                    headings, previous, about, heading_text), sentence.start
             previous = named
+
+
+def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:
+    """The claims read from one sentence, each carrying its signals."""
+    return [replace(c, signals=tuple(view_signals(c, view, topics, start).items())) for c in claims]
 
 
 def _key(claim: Claim) -> tuple[str, str, str, str]:
