@@ -1,12 +1,13 @@
 """Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
-    python -m kskill.eval.ingest_eval [--half heldout4|heldout3|heldout2|tune|all] [--extra-corpus DIR] [--sample 40]
+    python -m kskill.eval.ingest_eval [--half heldout4|heldout4b|heldout3|heldout2|tune|all] [--extra-corpus DIR]
+                                      [--sample 40]
                                       [--pdf-copies 4] [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
-- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout4` is
-  the held-out half, never tuned on; `tune`, `heldout2` and `heldout3` are tune material; documents kept outside the
+- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout4` and its
+  second batch `heldout4b` are the held-out half, never tuned on; `tune`, `heldout2` and `heldout3` are tune material; documents kept outside the
   repository, listed in corpus/SOURCES.md, are read from `--extra-corpus DIR`), the source metadata,
   whether each document whose subject the built-in base has gave it
   evidence, and a seeded random sample of extracted items with their supporting sentences, for a
@@ -200,8 +201,9 @@ def _pct(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--half", choices=["heldout4", "heldout3", "heldout2", "tune", "all", "none"],
-                        default="heldout4", help="heldout4: the held-out half; all: the tune material (TUNE_HALVES)")
+    parser.add_argument("--half", choices=["heldout4", "heldout4b", "heldout3", "heldout2", "tune", "all", "none"],
+                        default="heldout4", help="heldout4 and heldout4b: the held-out half; all: the tune material "
+                                                 "(TUNE_HALVES)")
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[],
                         help="a folder holding labelled documents kept outside the repository (repeatable)")
     parser.add_argument("--sample", type=int, default=40, help="extracted items to draw for judging")
