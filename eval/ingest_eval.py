@@ -1,8 +1,8 @@
 """Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
     python -m kskill.eval.ingest_eval [--half heldout4|heldout4b|heldout3|heldout2|tune|all] [--extra-corpus DIR]
-                                      [--sample 40]
-                                      [--pdf-copies 4] [--json OUT]
+                                      [--sample 40] [--pdf-copies 4] [--extractor precision|learned|rules]
+                                      [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.

@@ -92,8 +92,8 @@ def view_signals(claim: Claim, view: SentenceView, topics: DocumentTopics, start
 
 
 def focus(claim: Claim) -> tuple[str, str]:
-    """The node a claim's sentence must state something about: the technique of a remedy (what the sentence
-    recommends), else the subject. For a proposal, its name."""
+    """The node a claim's sentence must state something about (its key, and kind): the technique of a remedy
+    (what the sentence recommends), else the subject; a proposed node's key is "new:<name>"."""
     if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
         return claim.object.key, claim.object.kind
     return claim.subject.key, claim.subject.kind
