@@ -110,3 +110,13 @@ def test_the_precision_model_forms_its_interactions_and_keeps_by_threshold():
     model = PrecisionModel(ClaimScorer(weights, 1.0, (0.0,) * n, (1.0,) * n, 0.5, PRECISION_FEATURES))
     assert model.states({"edge": 1.0, "heading_only": 0.0})
     assert not model.states({"edge": 1.0, "heading_only": 1.0})
+
+
+def test_no_judged_sentence_the_precision_model_trains_on_comes_from_the_held_out_half():
+    from kskill.eval.ingest_eval import CORPUS_LABELS, TUNE_HALVES
+    from kskill.eval.ingest_scoring import load_corpus_labels
+
+    labels = load_corpus_labels(CORPUS_LABELS)
+    held_out = {name for name, lab in labels.items() if lab.half not in TUNE_HALVES}
+    judged = {j.document for j in load_judged()}
+    assert judged and not judged & held_out
