@@ -1,12 +1,13 @@
 """Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
-    python -m kskill.eval.ingest_eval [--half heldout3|heldout2|tune|all] [--extra-corpus DIR] [--sample 40]
-                                      [--pdf-copies 4] [--json OUT]
+    python -m kskill.eval.ingest_eval [--half heldout4|heldout4b|heldout3|heldout2|tune|all] [--extra-corpus DIR]
+                                      [--sample 40] [--pdf-copies 4] [--extractor precision|learned|rules]
+                                      [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
-- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout3` is
-  the held-out half, never tuned on; `tune` and `heldout2` are tune material; documents kept outside the
+- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout4` and its
+  second batch `heldout4b` are the held-out half, never tuned on; `tune`, `heldout2` and `heldout3` are tune material; documents kept outside the
   repository, listed in corpus/SOURCES.md, are read from `--extra-corpus DIR`), the source metadata,
   whether each document whose subject the built-in base has gave it
   evidence, and a seeded random sample of extracted items with their supporting sentences, for a
@@ -40,7 +41,8 @@ CORPUS_LABELS = HERE / "ingest" / "labels_corpus.yaml"
 DEV_CORPUS = next((p / "shared" / "corpus" for p in HERE.parents if (p / "shared" / "corpus").is_dir()),
                   HERE.parent.parent / "shared" / "corpus")
 DEV_LABELS = HERE / "ingest" / "labels.yaml"
-TUNE_HALVES = ("tune", "heldout2")  # heldout2 was reported on and its errors read: tune material now
+# heldout2 and heldout3 were reported on and their errors read: tune material now
+TUNE_HALVES = ("tune", "heldout2", "heldout3")
 EDGE_RELATIONS = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN")
 
 
@@ -63,19 +65,19 @@ def ingest_home() -> Iterator[tuple[Any, Any, Path]]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def ingest_folder(folder: Path, names: list[str], learned: bool = True) -> dict[str, Any]:
+def ingest_folder(folder: Path, names: list[str], extractor: str = "precision") -> dict[str, Any]:
     """Ingest the named files of a folder into a fresh store; their reports by name, and the time taken."""
-    return ingest_paths([folder / n for n in names], learned)
+    return ingest_paths([folder / n for n in names], extractor)
 
 
-def ingest_paths(paths: list[Path], learned: bool = True) -> dict[str, Any]:
-    """Ingest the files into a fresh store; their reports by name, and the time taken. `learned=False`:
-    the rules alone, as main's `rules-3` reads."""
+def ingest_paths(paths: list[Path], extractor: str = "precision") -> dict[str, Any]:
+    """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "precision"
+    (the shipped extractor), "learned" (learned-1, without the precision model) or "rules" (rules-3)."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
     with ingest_home() as (store, retriever, home):
-        ingestor = Ingestor(store, None, retriever, IngestOptions(learned=learned),
+        ingestor = Ingestor(store, None, retriever, IngestOptions(learned=extractor != "rules", precision=extractor == "precision"),
                             on_written=lambda: refresh(retriever, store, home))
         started = time.perf_counter()
         report = ingestor.run(paths)
@@ -83,10 +85,10 @@ def ingest_paths(paths: list[Path], learned: bool = True) -> dict[str, Any]:
     return {"files": {Path(f.path).name: f for f in report.files}, "seconds": seconds, "pages": report.totals()["pages"]}
 
 
-def corpus_results(half: str, sample: int, seed: int, extra: list[Path] = (), learned: bool = True) -> dict[str, Any]:
+def corpus_results(half: str, sample: int, seed: int, extra: list[Path] = (), extractor: str = "precision") -> dict[str, Any]:
     labels = load_corpus_labels(CORPUS_LABELS)
     chosen = [lab for lab in labels.values() if lab.half == half or (half == "all" and lab.half in TUNE_HALVES)]
-    run = ingest_paths([corpus_file(lab.name, extra) for lab in chosen], learned)
+    run = ingest_paths([corpus_file(lab.name, extra) for lab in chosen], extractor)
     rows = {name: f.triples for name, f in run["files"].items()}
     scores = recall(chosen, rows)
     metadata = {lab.name: _metadata(lab, run["files"][lab.name]) for lab in chosen}
@@ -111,11 +113,11 @@ def _metadata(label, report) -> dict[str, Any]:
             "title": source.get("title"), "title_ok": source.get("title") == label.title}
 
 
-def dev_results(learned: bool = True) -> dict[str, Any]:
+def dev_results(extractor: str = "precision") -> dict[str, Any]:
     """Claim triples on the development set, scored against labels.yaml."""
     data = yaml.safe_load(DEV_LABELS.read_text(encoding="utf-8"))["documents"]
     names = sorted(p.name for p in DEV_CORPUS.iterdir() if p.is_file() and p.name != "SOURCES.md")
-    run = ingest_folder(DEV_CORPUS, names, learned)
+    run = ingest_folder(DEV_CORPUS, names, extractor)
     found_all: set = set()
     expected_all: set = set()
     per_doc = {}
@@ -141,7 +143,7 @@ def _triple(triple: list[Any]) -> tuple[str, str, str]:
     return (str(s), str(r), f"{float(o):g}" if r == "GAIN" else str(o))
 
 
-def throughput(copies: int, learned: bool = True) -> dict[str, Any]:
+def throughput(copies: int, extractor: str = "precision") -> dict[str, Any]:
     """Pages per second of the whole pipeline over `copies` copies of every corpus PDF."""
     pdfs = sorted(CORPUS.glob("*.pdf")) + sorted(DEV_CORPUS.glob("*.pdf"))
     folder = Path(tempfile.mkdtemp(prefix="kskill-ingest-pdfs-"))
@@ -155,7 +157,7 @@ def throughput(copies: int, learned: bool = True) -> dict[str, Any]:
         started = time.perf_counter()
         with ingest_home():
             setup = time.perf_counter() - started  # store start, model load and first index build
-        run = ingest_folder(folder, names, learned)
+        run = ingest_folder(folder, names, extractor)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return {"files": len(names), "pages": run["pages"], "seconds": round(run["seconds"], 2),
@@ -199,8 +201,9 @@ def _pct(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--half", choices=["heldout3", "heldout2", "tune", "all", "none"], default="heldout3",
-                        help="heldout3: the held-out half; all: the tune material (tune and heldout2)")
+    parser.add_argument("--half", choices=["heldout4", "heldout4b", "heldout3", "heldout2", "tune", "all", "none"],
+                        default="heldout4", help="heldout4 and heldout4b: the held-out half; all: the tune material "
+                                                 "(TUNE_HALVES)")
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[],
                         help="a folder holding labelled documents kept outside the repository (repeatable)")
     parser.add_argument("--sample", type=int, default=40, help="extracted items to draw for judging")
@@ -209,18 +212,19 @@ def main() -> None:
                         help="also score claim triples on the development set")
     parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
-    parser.add_argument("--extractor", choices=["learned", "rules"], default="learned",
-                        help="rules: the rules alone (rules-3), for a side-by-side figure")
+    parser.add_argument("--extractor", choices=["precision", "learned", "rules"], default="precision",
+                        help="learned: the scorer without the precision model (learned-1); rules: the rules alone "
+                             "(rules-3), for side-by-side figures")
     args = parser.parse_args()
-    learned = args.extractor == "learned"
+    extractor = args.extractor
     results: dict[str, Any] = {"corpus": []}
     halves = [] if args.half == "none" else [args.half]
     for half in halves:
-        results["corpus"].append(corpus_results(half, args.sample, args.seed, args.extra_corpus, learned))
+        results["corpus"].append(corpus_results(half, args.sample, args.seed, args.extra_corpus, extractor))
     if args.dev and DEV_CORPUS.is_dir():
-        results["dev"] = dev_results(learned)
+        results["dev"] = dev_results(extractor)
     if args.pdf_copies:
-        results["throughput"] = throughput(args.pdf_copies, learned)
+        results["throughput"] = throughput(args.pdf_copies, extractor)
     print_report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))

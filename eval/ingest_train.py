@@ -2,8 +2,8 @@
 
     python -m kskill.eval.ingest_train [--write] [--cache FILE] [--json OUT]
 
-Training documents: eval/ingest/corpus halves `tune` and `heldout2` (labels_corpus.yaml) and the development
-set (../shared/corpus, labels.yaml). Never `heldout3`. Every candidate claim the rules and the proposal finder
+Training documents: eval/ingest/corpus's tune material (TUNE_HALVES, labels_corpus.yaml) and the development
+set (../shared/corpus, labels.yaml). Never the held-out half. Every candidate claim the rules and the proposal finder
 see in a document (ingest/extract_rules.py, `candidates`) is one example: positive when it is an item an
 expert listed for that document (eval/ingest_scoring.found) read from the passage the expert quoted, negative
 when it is no listed item (see `examples`). Recall and "label precision" count a kept claim right when it is
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from .ingest_eval import CORPUS, CORPUS_LABELS, DEV_CORPUS, DEV_LABELS, TUNE_HALVES, ingest_home
+from .ingest_eval import CORPUS_LABELS, DEV_CORPUS, DEV_LABELS, TUNE_HALVES, corpus_file, ingest_home
 from .ingest_scoring import found, in_scope, load_corpus_labels
 
 L2 = 1.0  # ridge strength on standardised signals: a few hundred examples, about thirty weights
@@ -37,12 +37,13 @@ STEPS = 3000
 
 # --- examples ------------------------------------------------------------------------------------
 
-def training_documents() -> list[dict[str, Any]]:
-    """(path, items, scope) for every labelled training document."""
+def training_documents(extra: list[Path] = ()) -> list[dict[str, Any]]:
+    """(path, items, scope) for every labelled training document (those kept outside the repository are read
+    from the `extra` folders)."""
     docs = []
     for label in load_corpus_labels(CORPUS_LABELS).values():
         if label.half in TUNE_HALVES:
-            docs.append({"name": label.name, "path": str(CORPUS / label.name), "items": label.items,
+            docs.append({"name": label.name, "path": str(corpus_file(label.name, extra)), "items": label.items,
                          "scope": label.scope})
     if DEV_CORPUS.is_dir():
         for name, entry in yaml.safe_load(DEV_LABELS.read_text(encoding="utf-8"))["documents"].items():
@@ -215,8 +216,10 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="write ingest/scorer.json")
     parser.add_argument("--cache", type=Path, help="candidate rows: read when present, else written here")
     parser.add_argument("--json", type=Path, help="write the per-document figures here")
+    parser.add_argument("--extra-corpus", type=Path, action="append", default=[],
+                        help="a folder holding labelled documents kept outside the repository (repeatable)")
     args = parser.parse_args()
-    docs = training_documents()
+    docs = training_documents(args.extra_corpus)
     if args.cache and args.cache.is_file():
         cached = json.loads(args.cache.read_text())
         for doc in docs:

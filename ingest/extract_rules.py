@@ -11,8 +11,10 @@ rules keep at their own bars is kept, as the `rules-3` extractor did. The rules 
 low bars, and what that adds (nodes met by meaning or by heading, weaker cues) is kept when the scorer
 fitted on the tune documents (scorer.py) says it is likely: leave-one-document-out showed that the
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
-better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped; the rest
-are merged per triple. Without the scorer's weights the rules decide alone.
+better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
+precision model (precision.py), fitted on sentences a person judged, drops a kept claim whose sentence it
+finds unlikely to state it; the rest are merged per triple. Without the scorer's weights the rules decide
+alone (`rules-3`); without the precision model's, the scorer's choice stands (`learned-1`).
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ from .loaders import Document
 from .passages import Passage, is_statement, passages
 from .proposals import ProposalFinder
 from .relations import ClaimRules, SentenceView
-from .scorer import WEIGHTS, ClaimScorer, DocumentTopics, proposal_signals, view_signals
+from .precision import PRECISION_WEIGHTS, PrecisionModel
+from .scorer import WEIGHTS, ClaimScorer, DocumentTopics, focus, proposal_signals, view_signals
+from .statement import similarity_pair
 
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "learned-1"
+VERSION = "precision-1"
+LEARNED_VERSION = "learned-1"  # the scorer without the sentence-level precision model
 RULES_VERSION = "rules-3"  # the rules alone, when no scorer is used
 # With a scorer the rules only propose: any candidate scoring this much is shown to the scorer.
 CANDIDATE_BAR = 0.3
@@ -40,6 +45,7 @@ CANDIDATE_BAR = 0.3
 class RuleSettings:
     min_confidence: float = MIN_CONFIDENCE
     learned: bool = True  # use the learned scorer when its weights are installed
+    precision: bool = True  # and the sentence-level precision model over what it keeps, when installed
 
 
 class RuleExtractor:
@@ -48,25 +54,37 @@ class RuleExtractor:
     name = "rules"
 
     def __init__(self, linker: EntityLinker, settings: RuleSettings = RuleSettings(),
-                 scorer: ClaimScorer | None = None):
+                 scorer: ClaimScorer | None = None, precision: PrecisionModel | None = None):
         self.linker = linker
         self.settings = settings
         if scorer is None and settings.learned and WEIGHTS.is_file():
             scorer = ClaimScorer.load()
+        if precision is None and scorer is not None and settings.precision and PRECISION_WEIGHTS.is_file():
+            precision = PrecisionModel.load()
         self.scorer = scorer
+        self.precision = precision if scorer is not None else None
         self.rules = ClaimRules(linker, self.name)
         self.weak_rules = ClaimRules(linker, self.name, edge_bar=CANDIDATE_BAR, evidence_bar=CANDIDATE_BAR)
         self.proposals = ProposalFinder(linker, self.name)
-        self.version = VERSION if scorer is not None else RULES_VERSION
+        self.version = (RULES_VERSION if scorer is None else LEARNED_VERSION if self.precision is None else VERSION)
 
     def extract(self, doc: Document) -> list[Claim]:
-        ruled, weak = self.read(doc)
+        return merge_claims(self.stated(self.kept(*self.read(doc))))
+
+    def kept(self, ruled: list[Claim], weak: list[Claim]) -> list[Claim]:
+        """What the rules keep at their bars, and the weak candidates the scorer keeps (learned-1)."""
         kept = [c for c in ruled if c.confidence >= self.settings.min_confidence]
         if self.scorer is not None:
             seen = {_key(c) for c in kept}
             scored = (replace(c, confidence=round(self.scorer.confidence(dict(c.signals)), 2)) for c in weak)
             kept += [c for c in scored if c.confidence >= self.settings.min_confidence and _key(c) not in seen]
-        return merge_claims(kept)
+        return kept
+
+    def stated(self, claims: list[Claim]) -> list[Claim]:
+        """The claims whose sentence, by the precision model, states them (all of them without the model)."""
+        if self.precision is None:
+            return claims
+        return [c for c in claims if self.precision.states(dict(c.signals))]
 
     def candidates(self, doc: Document) -> list[Claim]:
         """Every claim the rules with low bars and the proposal finder see, with its signals and the rules'
@@ -82,13 +100,32 @@ class RuleExtractor:
         weak: list[Claim] = []
         for passage, about in zip(parts, self.linker.link(parts)):
             for view, start in self._views(doc, passage, about):
-                ruled.extend(self.rules.claims(view))
-                if self.scorer is not None:
-                    weak.extend(replace(c, signals=tuple(view_signals(c, view, topics, start).items()))
-                                for c in self.weak_rules.claims(view))
+                if self.scorer is None:
+                    ruled.extend(self.rules.claims(view))
+                    continue
+                ruled.extend(_signed(self.rules.claims(view), view, topics, start))
+                weak.extend(_signed(self.weak_rules.claims(view), view, topics, start))
         proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
                      for c in self.proposals.claims(doc, parts)]
+        if self.scorer is not None:
+            ruled, weak, proposals = self._with_similarity(ruled, weak, proposals)
         return ruled + proposals, weak + proposals
+
+    def _with_similarity(self, *groups: list[Claim]) -> tuple[list[Claim], ...]:
+        """Each claim's sentence compared by meaning with its node's text and with the other nodes of that kind
+        (one batch of embeddings per document, for the distinct quotes)."""
+        quotes = list(dict.fromkeys(c.evidence.quote for group in groups for c in group))
+        vectors = self.linker.embed(quotes)
+        if vectors is None:
+            return groups
+        by_quote = dict(zip(quotes, vectors))
+        nodes = self.linker.node_vectors()
+        out = []
+        for group in groups:
+            out.append([replace(c, signals=c.signals + tuple(zip(
+                ("sentence_similarity", "similarity_margin"),
+                similarity_pair(by_quote[c.evidence.quote], focus(c)[0], nodes, self.linker.kind_of)))) for c in group])
+        return tuple(out)
 
     def _topics(self, doc: Document, parts: list[Passage]) -> DocumentTopics:
         """How often each node is named in the document's sentences, and what its title names."""
@@ -110,6 +147,11 @@ class RuleExtractor:
                 yield SentenceView(sentence.text, Span(sentence.text, doc.location(sentence.start)), named,
                                    headings, previous, about, heading_text), sentence.start
             previous = named
+
+
+def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:
+    """The claims read from one sentence, each carrying its signals."""
+    return [replace(c, signals=tuple(view_signals(c, view, topics, start).items())) for c in claims]
 
 
 def _key(claim: Claim) -> tuple[str, str, str, str]:

@@ -96,6 +96,20 @@ class EntityLinker:
         self.metric_words = {m["id"]: set(terms(f"{m['id'].replace('_', ' ')} {m.get('name') or ''}")) for m in metrics}
         self._mentions: dict[str, list[Mention]] = {}
         self._concepts = {n["id"]: _concepts(f"{n.get('name') or ''} {n.get('description') or ''}") for n in nodes}
+        self._texts = {n["id"]: f"{n.get('name') or n['id']}. {n.get('description') or ''}".strip() for n in nodes}
+        self._vectors: dict[str, np.ndarray] | None = None
+
+    def node_vectors(self) -> dict[str, np.ndarray]:
+        """Each node's name and description embedded once (empty without a model)."""
+        if self._vectors is None:
+            ids = list(self._texts)
+            vectors = self.embedder.embed([self._texts[i] for i in ids]) if self.embedder is not None and ids else []
+            self._vectors = dict(zip(ids, vectors))
+        return self._vectors
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Sentences embedded in one batch (None without a model)."""
+        return self.embedder.embed(list(texts)) if self.embedder is not None and texts else None
 
     def shares_concepts(self, text: str, node_id: str) -> bool:
         """True when the text uses jargon (the retrieval concept table) that the node's own text uses."""

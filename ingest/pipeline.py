@@ -45,6 +45,7 @@ class IngestOptions:
     force: bool = False  # re-extract files the graph already holds unchanged
     min_confidence: float = 0.5
     learned: bool = True  # the offline extractor uses its learned scorer (False: the rules alone, rules-3)
+    precision: bool = True  # and its sentence-level precision model (False: learned-1)
     max_text_bytes: int = MAX_TEXT_BYTES
     max_pdf_bytes: int = MAX_PDF_BYTES
 
@@ -96,7 +97,8 @@ class Ingestor:
         self.resolver = Resolver(nodes, retriever)
         self.extractor = extractor or RuleExtractor(
             EntityLinker(nodes, store.run(iq.METRIC_TEXTS), retriever),
-            RuleSettings(min_confidence=self.options.min_confidence, learned=self.options.learned))
+            RuleSettings(min_confidence=self.options.min_confidence, learned=self.options.learned,
+                         precision=self.options.precision))
         self.on_written = on_written
 
     def run(self, paths: Sequence[Path], progress: Progress | None = None) -> IngestReport:

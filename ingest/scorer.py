@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .claims import Claim, EntityRef
 from .relations import ADVICE, CAUSE, DEFINITION, FIGURE, NEGATION, POINTER, PREFACE, REMEDY, SentenceView
+from .statement import statement_signals
 
 WEIGHTS = Path(__file__).with_name("scorer.json")
 EDGES = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "DETECTED_BY", "CONFLICTS_WITH")
@@ -84,7 +85,18 @@ def view_signals(claim: Claim, view: SentenceView, topics: DocumentTopics, start
     })
     out.update(text_signals(text))
     out.update(topics.signals(subject, start))
+    node_id, kind = focus(claim)
+    said = named.get(node_id)
+    out.update(statement_signals(text, (said.start, said.end) if said else None, kind))
     return out
+
+
+def focus(claim: Claim) -> tuple[str, str]:
+    """The node a claim's sentence must state something about (its key, and kind): the technique of a remedy
+    (what the sentence recommends), else the subject; a proposed node's key is "new:<name>"."""
+    if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
+        return claim.object.key, claim.object.kind
+    return claim.subject.key, claim.subject.kind
 
 
 def proposal_signals(claim: Claim, topics: DocumentTopics) -> dict[str, float]:
@@ -98,6 +110,8 @@ def proposal_signals(claim: Claim, topics: DocumentTopics) -> dict[str, float]:
     mentions = topics.text.lower().count(name.lower()) if name else 0
     out["subject_document"] = min(math.log1p(mentions) / math.log(20), 1.0)
     out["subject_title"] = 1.0 if name and name.lower() in topics.title.lower() else 0.0
+    at = quote.lower().find(name.lower()) if name else -1
+    out.update(statement_signals(quote, (at, at + len(name)) if at >= 0 else None, claim.subject.kind))
     return out
 
 
@@ -143,10 +157,11 @@ class ClaimScorer:
     features: tuple[str, ...] = FEATURES
 
     @classmethod
-    def load(cls, path: Path = WEIGHTS) -> ClaimScorer:
+    def load(cls, path: Path = WEIGHTS, features: tuple[str, ...] = FEATURES) -> ClaimScorer:
         data = json.loads(path.read_text(encoding="utf-8"))
-        if tuple(data["features"]) != FEATURES:
-            raise ValueError(f"{path} was trained on other signals; retrain with python -m kskill.eval.ingest_train")
+        if tuple(data["features"]) != features:
+            raise ValueError(f"{path} was trained on other signals; retrain it (python -m kskill.eval.ingest_train, "
+                             f"python -m kskill.eval.ingest_precision)")
         return cls(tuple(data["weights"]), data["bias"], tuple(data["mean"]), tuple(data["scale"]),
                    data["threshold"], tuple(data["features"]))
 
@@ -167,7 +182,8 @@ def _sigmoid(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(min(z, 30.0), -30.0)))
 
 
-def as_vector(signals: Mapping[str, float] | Sequence[tuple[str, float]]) -> list[float]:
-    """The signals in FEATURES order (absent ones are 0)."""
+def as_vector(signals: Mapping[str, float] | Sequence[tuple[str, float]],
+              features: tuple[str, ...] = FEATURES) -> list[float]:
+    """The signals in `features` order (absent ones are 0)."""
     found = dict(signals)
-    return [float(found.get(name, 0.0)) for name in FEATURES]
+    return [float(found.get(name, 0.0)) for name in features]
