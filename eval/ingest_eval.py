@@ -1,7 +1,7 @@
 """Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
     python -m kskill.eval.ingest_eval [--half heldout4|heldout4b|heldout3|heldout2|tune|all] [--extra-corpus DIR]
-                                      [--sample 40] [--pdf-copies 4] [--extractor precision|learned|rules]
+                                      [--sample 40] [--pdf-copies 4] [--extractor learned|precision|rules]
                                       [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
@@ -65,14 +65,15 @@ def ingest_home() -> Iterator[tuple[Any, Any, Path]]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def ingest_folder(folder: Path, names: list[str], extractor: str = "precision") -> dict[str, Any]:
+def ingest_folder(folder: Path, names: list[str], extractor: str = "learned") -> dict[str, Any]:
     """Ingest the named files of a folder into a fresh store; their reports by name, and the time taken."""
     return ingest_paths([folder / n for n in names], extractor)
 
 
-def ingest_paths(paths: list[Path], extractor: str = "precision") -> dict[str, Any]:
-    """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "precision"
-    (the shipped extractor), "learned" (learned-1, without the precision model) or "rules" (rules-3)."""
+def ingest_paths(paths: list[Path], extractor: str = "learned") -> dict[str, Any]:
+    """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "learned"
+    (learned-1, the shipped extractor), "precision" (precision-1, with the sentence-level precision model) or
+    "rules" (rules-3)."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
@@ -85,7 +86,7 @@ def ingest_paths(paths: list[Path], extractor: str = "precision") -> dict[str, A
     return {"files": {Path(f.path).name: f for f in report.files}, "seconds": seconds, "pages": report.totals()["pages"]}
 
 
-def corpus_results(half: str, sample: int, seed: int, extra: list[Path] = (), extractor: str = "precision") -> dict[str, Any]:
+def corpus_results(half: str, sample: int, seed: int, extra: list[Path] = (), extractor: str = "learned") -> dict[str, Any]:
     labels = load_corpus_labels(CORPUS_LABELS)
     chosen = [lab for lab in labels.values() if lab.half == half or (half == "all" and lab.half in TUNE_HALVES)]
     run = ingest_paths([corpus_file(lab.name, extra) for lab in chosen], extractor)
@@ -113,7 +114,7 @@ def _metadata(label, report) -> dict[str, Any]:
             "title": source.get("title"), "title_ok": source.get("title") == label.title}
 
 
-def dev_results(extractor: str = "precision") -> dict[str, Any]:
+def dev_results(extractor: str = "learned") -> dict[str, Any]:
     """Claim triples on the development set, scored against labels.yaml."""
     data = yaml.safe_load(DEV_LABELS.read_text(encoding="utf-8"))["documents"]
     names = sorted(p.name for p in DEV_CORPUS.iterdir() if p.is_file() and p.name != "SOURCES.md")
@@ -143,7 +144,7 @@ def _triple(triple: list[Any]) -> tuple[str, str, str]:
     return (str(s), str(r), f"{float(o):g}" if r == "GAIN" else str(o))
 
 
-def throughput(copies: int, extractor: str = "precision") -> dict[str, Any]:
+def throughput(copies: int, extractor: str = "learned") -> dict[str, Any]:
     """Pages per second of the whole pipeline over `copies` copies of every corpus PDF."""
     pdfs = sorted(CORPUS.glob("*.pdf")) + sorted(DEV_CORPUS.glob("*.pdf"))
     folder = Path(tempfile.mkdtemp(prefix="kskill-ingest-pdfs-"))
@@ -212,7 +213,7 @@ def main() -> None:
                         help="also score claim triples on the development set")
     parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
-    parser.add_argument("--extractor", choices=["precision", "learned", "rules"], default="precision",
+    parser.add_argument("--extractor", choices=["learned", "precision", "rules"], default="learned",
                         help="learned: the scorer without the precision model (learned-1); rules: the rules alone "
                              "(rules-3), for side-by-side figures")
     args = parser.parse_args()

@@ -45,7 +45,7 @@ class IngestOptions:
     force: bool = False  # re-extract files the graph already holds unchanged
     min_confidence: float = 0.5
     learned: bool = True  # the offline extractor uses its learned scorer (False: the rules alone, rules-3)
-    precision: bool = True  # and its sentence-level precision model (False: learned-1)
+    precision: bool = False  # and its sentence-level precision model (precision-1; off by default, see RuleSettings)
     max_text_bytes: int = MAX_TEXT_BYTES
     max_pdf_bytes: int = MAX_PDF_BYTES
 

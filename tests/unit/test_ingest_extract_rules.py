@@ -134,3 +134,18 @@ def test_sentences_respect_abbreviations_and_decimals(tmp_path):
     path.write_text("Use e.g. float4 loads for a 1.5x gain. Then stop there.\n\n- a list item here\n- another item here\n")
     texts = [s.text for s in sentences(load_document(path))]
     assert texts == ["Use e.g. float4 loads for a 1.5x gain.", "Then stop there.", "- a list item here", "- another item here"]
+
+
+def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_opt_in(extractor, tmp_path):
+    """learned-1 by default; precision-1 when asked for, dropping what its model finds unstated."""
+    linker = extractor.linker
+    default, with_model = RuleExtractor(linker), RuleExtractor(linker, RuleSettings(precision=True))
+    assert (default.version, with_model.version) == ("learned-1", "precision-1")
+    doc = tmp_path / "doc.md"
+    doc.write_text("# Memory bandwidth\n\nKernel fusion removes the intermediate writes that make a chain of "
+                   "pointwise kernels memory-bound.\n\nSee the fusion section, `fuse=True`, kernel fusion, tiling.\n")
+    kept = default.kept(*default.read(load_document(doc)))
+    stated = with_model.stated(kept)
+    assert set(stated) <= set(kept)
+    assert all(with_model.precision.states(dict(c.signals)) for c in stated)
+    assert all(not with_model.precision.states(dict(c.signals)) for c in kept if c not in stated)
