@@ -33,7 +33,7 @@ import numpy as np
 from .ingest_eval import ingest_home
 from .ingest_judged import judged_index, load_judged, verdict_for
 from .ingest_scoring import found, in_scope
-from .ingest_train import _same_passage, claim_row, figures, fit, predict, training_documents
+from .ingest_train import _same_passage, claim_row, collected, figures, fit, predict, training_documents
 
 
 def collect(docs: list[dict[str, Any]]) -> None:
@@ -166,15 +166,7 @@ def main() -> None:
     parser.add_argument("--examples", choices=["all", "judged", "positives"], default="positives",
                         help="which candidates train the model (see examples())")
     args = parser.parse_args()
-    docs = training_documents(args.extra_corpus)
-    if args.cache and args.cache.is_file():
-        cached = json.loads(args.cache.read_text())
-        for doc in docs:
-            doc.update(cached[doc["name"]])
-    else:
-        collect(docs)
-        if args.cache:
-            args.cache.write_text(json.dumps({d["name"]: {k: d[k] for k in ("candidates", "kept")} for d in docs}))
+    docs = collected(training_documents(args.extra_corpus), collect, args.cache, ("candidates", "kept"))
     judged = judged_index(load_judged())
     cross_validate(docs, judged, args.examples)
     points = curve(docs, judged)

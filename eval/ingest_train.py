@@ -209,6 +209,21 @@ def _ratio(a: int, b: int) -> float | None:
     return round(a / b, 3) if b else None
 
 
+def collected(docs: list[dict[str, Any]], collect_rows: Any, cache: Path | None,
+              keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The documents with their rows (`keys`): read from `cache` when it exists, else collected by
+    `collect_rows(docs)` and, when a cache is named, written there for the next run."""
+    if cache and cache.is_file():
+        cached = json.loads(cache.read_text())
+        for doc in docs:
+            doc.update(cached[doc["name"]])
+        return docs
+    collect_rows(docs)
+    if cache:
+        cache.write_text(json.dumps({d["name"]: {k: d[k] for k in keys} for d in docs}))
+    return docs
+
+
 # --- command -------------------------------------------------------------------------------------
 
 def main() -> None:
@@ -219,16 +234,7 @@ def main() -> None:
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[],
                         help="a folder holding labelled documents kept outside the repository (repeatable)")
     args = parser.parse_args()
-    docs = training_documents(args.extra_corpus)
-    if args.cache and args.cache.is_file():
-        cached = json.loads(args.cache.read_text())
-        for doc in docs:
-            doc.update(cached[doc["name"]])
-    else:
-        collect(docs)
-        if args.cache:
-            args.cache.write_text(json.dumps({d["name"]: {"candidates": d["candidates"], "rules3": d["rules3"]}
-                                              for d in docs}))
+    docs = collected(training_documents(args.extra_corpus), collect, args.cache, ("candidates", "rules3"))
     leave_one_out(docs)
     threshold, held_out = choose_threshold(docs)
     alone_threshold, alone = choose_threshold(docs, scored_alone)
