@@ -41,6 +41,16 @@ def csv_fields(compile_modes: tuple[str, ...]) -> list[str]:
     return ROW_FIELDS + compile_fields + TAIL_FIELDS
 
 
+def grown_sample(stored: dict[str, Any], asked: dict[str, Any]) -> bool:
+    """Whether `asked` is the stored evaluation with a larger --sample of the same seed, levels and
+    filters, holding every problem the stored one selected: its finished rows still count."""
+    same = all(stored.get(k) == asked.get(k) for k in asked if k not in ("started_at", "selection", "sample"))
+    was, now = stored.get("sample") or {}, asked.get("sample") or {}
+    bigger = (isinstance(was.get("n"), int) and isinstance(now.get("n"), int) and now["n"] > was["n"]
+              and {k: v for k, v in was.items() if k != "n"} == {k: v for k, v in now.items() if k != "n"})
+    return same and bigger and set(stored.get("selection", [])) <= set(asked.get("selection", []))
+
+
 def write_json(path: Path, data: Any) -> None:
     """Written to a temporary file and renamed: a reader never sees half a file."""
     tmp = path.with_name(path.name + ".tmp")
@@ -64,6 +74,10 @@ class ResultsDir:
             stored = json.loads(self.record_path.read_text())
             asked = json.loads(json.dumps(record, default=str))  # tuples as lists, as stored
             differing = sorted(k for k in asked if k != "started_at" and stored.get(k) != asked[k])
+            if differing and grown_sample(stored, asked):
+                write_json(self.record_path, {**asked, "started_at": stored.get("started_at"),
+                                              "grown_from": stored.get("grown_from", []) + [stored["sample"]]})
+                return
             if differing:
                 raise EvalError(f"--resume: the evaluation in {self.root} was started with another "
                                 f"{' and '.join(differing)}; give the same suite and options, or choose another --out")

@@ -108,7 +108,11 @@ def select(problems: list[SuiteProblem], levels: tuple[int, ...] = (), patterns:
 
 def stratified_sample(problems: list[SuiteProblem], n: int, seed: int) -> list[SuiteProblem]:
     """n problems drawn per level in proportion to the level's size (largest remainders get the
-    rounding), each level's draw seeded by `seed`; the result keeps the suite's order."""
+    rounding), each level's draw seeded by `seed`; the result keeps the suite's order.
+
+    Each level's draw is the head of one seeded order of that level, so a larger sample with the same
+    seed holds the smaller one wherever no level's share shrinks (largest remainders almost never shrink
+    one): an evaluation of 20 can grow into one of 40 (`--resume` with the larger --sample)."""
     by_level: dict[int, list[SuiteProblem]] = defaultdict(list)
     for p in problems:
         by_level[p.level].append(p)
@@ -121,5 +125,6 @@ def stratified_sample(problems: list[SuiteProblem], n: int, seed: int) -> list[S
     picked: set[str] = set()
     for lv, ps in sorted(by_level.items()):
         rng = random.Random(f"{seed}:{lv}")  # a level's draw does not depend on the other levels
-        picked.update(p.id for p in rng.sample(ps, counts[lv]))
+        order = rng.sample(ps, len(ps))  # the whole level in a seeded order; the sample is its head
+        picked.update(p.id for p in order[:counts[lv]])
     return [p for p in problems if p.id in picked]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kskill.eval.errors import EvalError
+from kskill.eval.results import ResultsDir
 from kskill.eval.suite import read_suite, select, stratified_sample
 
 PROBLEM = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n" \
@@ -63,6 +64,34 @@ def test_sample_is_stratified_by_level_and_seeded(tmp_path):
     assert [p for p in first if p.level == 1] == [p for p in stratified_sample(only_level1, 4, seed=3)]
 
 
+def test_a_larger_sample_of_the_same_seed_holds_the_smaller_one(tmp_path):
+    problems = read_suite(make_suite(tmp_path, {"level1": [f"{i}_p" for i in range(1, 87)],
+                                                "level2": [f"{i}_q" for i in range(1, 87)],
+                                                "level3": [f"{i}_r" for i in range(1, 43)]})).problems
+    for seed in range(5):
+        drawn = [set(p.id for p in stratified_sample(problems, n, seed)) for n in (6, 20, 40, 60)]
+        assert all(small <= large for small, large in zip(drawn, drawn[1:])), seed
+
+
+def test_resume_grows_an_evaluation_to_a_larger_sample_of_the_same_seed_only(tmp_path):
+    folder = ResultsDir(tmp_path / "out")
+    record = {"suite": "/kb", "selection": ["level1/1_p", "level1/2_p"], "settings": {"device": "cuda"},
+              "sample": {"n": 2, "seed": 0, "levels": [], "filters": []}, "started_at": "then"}
+    folder.begin(record, resume=False)
+    grown = {**record, "selection": ["level1/1_p", "level1/2_p", "level1/3_p"],
+             "sample": {**record["sample"], "n": 3}, "started_at": "now"}
+    folder.begin(grown, resume=True)
+    stored = folder.record()
+    assert stored["selection"] == grown["selection"] and stored["sample"]["n"] == 3
+    assert stored["started_at"] == "then" and stored["grown_from"] == [record["sample"]]
+    for other in ({**grown, "sample": {**grown["sample"], "n": 4, "seed": 1}},  # another seed
+                  {**grown, "sample": {**grown["sample"], "n": 4}, "settings": {"device": "cpu"}},  # other settings
+                  {**grown, "sample": {**grown["sample"], "n": 4}, "selection": ["level1/9_p"]},  # drops problems
+                  {**grown, "sample": {**grown["sample"], "n": 2}, "selection": record["selection"]}):  # smaller
+        with pytest.raises(EvalError, match="was started with another"):
+            folder.begin(other, resume=True)
+
+
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="the KernelBench development set is not at /work/shared/kernelbench")
 def test_the_kernelbench_development_set_reads_as_it_is():
     suite = read_suite(KERNELBENCH)
@@ -70,3 +99,4 @@ def test_the_kernelbench_development_set_reads_as_it_is():
     assert not suite.skipped
     sample = select(suite.problems, sample=40, seed=0)
     assert Counter(p.level for p in sample) == {1: 16, 2: 16, 3: 8}
+    assert set(select(suite.problems, sample=20, seed=0)) <= set(sample)  # the 20 grow into the 40
