@@ -28,6 +28,10 @@ __all__ = ["EmbeddedServer", "EmbeddedStore"]
 T = TypeVar("T")
 # Lost connections, whatever layer notices them first.
 CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, ConnectionError, BrokenPipeError)
+# A reply that takes longer means a stuck server (kskill's queries take milliseconds to seconds): the
+# exchange is then treated as a lost connection, and the server is checked, restarted if it is
+# stuck, and asked once more (_call).
+REPLY_TIMEOUT_S = 300.0
 # Schema statements change indexes, which FalkorDB records as query text and replays with a
 # yield to clients: inside a MULTI block that aborts the server on its next start.
 SCHEMA_STATEMENT = re.compile(r"\b(CREATE|DROP)\s+(VECTOR\s+|FULLTEXT\s+|RANGE\s+)?INDEX\b|\bdb\.idx\.", re.I)
@@ -149,7 +153,8 @@ class EmbeddedStore(GraphStore):
         if hasattr(self, "_db"):
             with contextlib.suppress(Exception):
                 self._db.connection.close()
-        self._db = FalkorDB(unix_socket_path=str(self.server.socket_path), retry=Retry(NoBackoff(), 0))
+        self._db = FalkorDB(unix_socket_path=str(self.server.socket_path), retry=Retry(NoBackoff(), 0),
+                            socket_timeout=REPLY_TIMEOUT_S)
         self._graph = self._db.select_graph(self.graph_name)
 
     def _query(self, query: str, params: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -128,6 +128,18 @@ class EmbeddedServer:
                 self.notify("warning: the graph server stopped while loading its files, without saying why; "
                             "starting it once more")
                 self._start_quietly()
+            elif (pid := self._hung_while_loading(said)) is not None:
+                # FalkorDB 4.16 can deadlock on its own lock while it decodes a graph at start-up
+                # (seen once in ~40 restarts on a loaded 2-core machine). Loading writes nothing, so
+                # the hung process is killed and the same files are loaded once more.
+                self.notify(f"warning: the graph server (pid {pid}) stopped answering while loading its files; "
+                            "stopping it and starting it once more")
+                os.kill(pid, signal.SIGKILL)
+                wait_exit(pid, 5.0)
+                self._clear_stale()
+                log_offset = file_size(self.log_path)
+                self._spawn()
+                self._wait_until_ready(aof.total_size(self.data_dir), log_offset)
             else:
                 raise
         self._check_contents()
@@ -270,6 +282,14 @@ class EmbeddedServer:
         if alive(read_pid(self.pid_path)) or CRASH_REPORT in said:
             return False
         return not warning_lines(said)
+
+    def _hung_while_loading(self, said: str) -> int | None:
+        """The pid of the server this start spawned where it is still there, has not answered in
+        time, and its log since then names no crash: it is stuck, not failing."""
+        pid = read_pid(self.pid_path)
+        if pid is None or not alive(pid) or not is_server_of(pid, self.socket_path) or CRASH_REPORT in said:
+            return None
+        return pid
 
     def _recover_unsafe_log(self) -> None:
         """Open a log written before kskill recorded effects: its MULTI blocks of query text abort

@@ -27,6 +27,7 @@ from kskill.graph_schema import aof, datadir, queries
 from kskill.graph_schema.embedded import EmbeddedServer
 from kskill.graph_schema.errors import StoreUnavailable
 from kskill.graph_schema.model import Run
+from kskill.graph_schema.processes import alive
 from kskill.graph_schema.store import open_store
 
 pytestmark = pytest.mark.reliability
@@ -235,6 +236,41 @@ def test_a_long_load_waits_with_progress(tmp_path: Path, figures: dict, monkeypa
     assert nodes == commands
     if float(replay) > 1:
         assert any(m.startswith("loading the graph store:") for m in messages)
+
+
+
+def test_a_server_stuck_while_loading_is_killed_and_started_once_more(tmp_path: Path, figures: dict,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    """A start whose server never answers (FalkorDB can deadlock while it decodes a graph; here the
+    process is stopped with SIGSTOP, which looks the same from outside) kills it and loads again."""
+    from kskill.graph_schema import embedded_server
+
+    monkeypatch.setattr(embedded_server, "START_TIMEOUT_S", 3.0)  # (10 s and 30 s for users)
+    monkeypatch.setattr(embedded_server, "STALL_TIMEOUT_S", 2.0)
+    with open_store("embedded", tmp_path) as store:
+        store.write(queries.merge_nodes("Technique"), {"rows": [{"id": "t1", "props": {}}], "now": "t"})
+    real_spawn, stuck = EmbeddedServer._spawn, []
+
+    def spawn_then_stop(server: EmbeddedServer) -> None:
+        real_spawn(server)
+        if not stuck:  # the first start only
+            deadline = time.monotonic() + 10
+            while not server.pid_path.exists() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            stuck.append(int(server.pid_path.read_text()))
+            os.kill(stuck[0], signal.SIGSTOP)
+
+    monkeypatch.setattr(EmbeddedServer, "_spawn", spawn_then_stop)
+    messages: list[str] = []
+    began = time.perf_counter()
+    with open_store("embedded", tmp_path, notify=messages.append) as store:
+        waited = time.perf_counter() - began
+        nodes = _count(store)
+        serving = server_pid(tmp_path)
+    figures.update(waited_s=round(waited, 2), messages=messages)
+    assert nodes == 1
+    assert serving != stuck[0] and not alive(stuck[0])  # (a zombie until pid 1 reaps it)
+    assert any("stopped answering while loading" in m for m in messages), messages
 
 
 # --- Neo4j out of reach, or refusing the credentials -----------------------------------------------
