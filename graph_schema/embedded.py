@@ -31,7 +31,7 @@ CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, ConnectionError,
 # A reply that takes longer means a stuck server (kskill's queries take milliseconds to seconds): the
 # exchange is then treated as a lost connection, and the server is checked, restarted if it is
 # stuck, and asked once more (_call).
-REPLY_TIMEOUT_S = 300.0
+REPLY_TIMEOUT_S = 120.0
 # Schema statements change indexes, which FalkorDB records as query text and replays with a
 # yield to clients: inside a MULTI block that aborts the server on its next start.
 SCHEMA_STATEMENT = re.compile(r"\b(CREATE|DROP)\s+(VECTOR\s+|FULLTEXT\s+|RANGE\s+)?INDEX\b|\bdb\.idx\.", re.I)

@@ -40,27 +40,29 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
     head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                              f"--port={port}", "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false",
                              "--disable-usage-stats", f"--temp-dir={temp}"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     address = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        status = subprocess.run([str(ray_cli), "status", "--address", address], capture_output=True, text=True,
-                                env=env, timeout=60)
-        if status.returncode == 0 and "2.0 CPU" in status.stdout:
-            break
-        assert head.poll() is None, (temp / "head.log").read_text()[-2000:]
-        time.sleep(2)
-    else:
-        pytest.fail("the Ray head did not come up in 180 s")
-    yield address, env
-    os.killpg(head.pid, signal.SIGTERM)
-    try:
-        head.wait(timeout=5)  # Ray's orderly stop took 33 s in CI; the cluster is thrown away anyway
-    except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)
-        head.wait()
-    log.close()
-    shutil.rmtree(temp, ignore_errors=True)
+    try:  # the head is stopped however the wait for it ends
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            status = subprocess.run([str(ray_cli), "status", "--address", address], capture_output=True, text=True,
+                                    env=env, timeout=60)
+            if status.returncode == 0 and "2.0 CPU" in status.stdout:
+                break
+            assert head.poll() is None, (temp / "head.log").read_text()[-2000:]
+            time.sleep(2)
+        else:
+            pytest.fail("the Ray head did not come up in 180 s")
+        yield address, env
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=5)  # Ray's orderly stop took 33 s in CI; the cluster is thrown away anyway
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_problems_run_as_ray_tasks_on_a_local_cluster(ray_head, tmp_path):

@@ -273,6 +273,28 @@ def test_a_server_stuck_while_loading_is_killed_and_started_once_more(tmp_path: 
     assert any("stopped answering while loading" in m for m in messages), messages
 
 
+
+def test_a_server_that_stops_answering_mid_run_is_restarted_and_the_query_answered(
+        tmp_path: Path, figures: dict, monkeypatch: pytest.MonkeyPatch):
+    """A live server stuck (stopped with SIGSTOP here) costs a query its reply time limit, then the
+    server is found stuck, replaced, and the query sent once more: the caller never hangs."""
+    from kskill.graph_schema import embedded, embedded_server
+
+    monkeypatch.setattr(embedded, "REPLY_TIMEOUT_S", 2.0)  # (120 s and 30 s for users)
+    monkeypatch.setattr(embedded_server, "STALL_TIMEOUT_S", 2.0)
+    with open_store("embedded", tmp_path) as store:
+        store.write(queries.merge_nodes("Technique"), {"rows": [{"id": "t1", "props": {}}], "now": "t"})
+        stuck = server_pid(tmp_path)
+        os.kill(stuck, signal.SIGSTOP)
+        began = time.perf_counter()
+        nodes = _count(store)
+        waited = time.perf_counter() - began
+        serving = server_pid(tmp_path)
+    figures.update(waited_s=round(waited, 2))
+    assert nodes == 1
+    assert serving != stuck and not alive(stuck)
+
+
 # --- Neo4j out of reach, or refusing the credentials -----------------------------------------------
 
 def test_neo4j_unreachable_is_one_line(figures: dict, kskill_main, monkeypatch: pytest.MonkeyPatch):
