@@ -44,8 +44,10 @@ def alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # a zombie is dead for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    try:  # a zombie is dead for our purposes, once all its threads are gone (they hold its files)
+        if Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z":
+            return True
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
     except (OSError, IndexError):
         return True
 

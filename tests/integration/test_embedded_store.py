@@ -22,7 +22,7 @@ from redis.retry import Retry
 from kskill.graph_schema import aof, datadir, queries
 from kskill.graph_schema.embedded import EmbeddedServer, EmbeddedStore
 from kskill.graph_schema.errors import GraphError, StoreUnavailable
-from kskill.graph_schema.processes import read_pid
+from kskill.graph_schema.processes import alive, read_pid
 from kskill.graph_schema.store import open_store
 
 
@@ -126,6 +126,27 @@ def test_a_server_killed_while_it_loads_is_started_once_more(tmp_path: Path, mon
     finally:
         server.detach()
         server.shutdown()
+
+
+def test_a_process_whose_first_thread_ended_is_alive_until_its_last_thread_ends():
+    """A killed server's first thread turns zombie before its other threads are gone, and they still
+    hold its socket: such a process is not dead yet (its files are not closed)."""
+    script = ("import ctypes, threading, time\n"
+              "threading.Thread(target=time.sleep, args=(30,)).start()\n"
+              "print('ready', flush=True)\n"
+              "ctypes.CDLL(None).pthread_exit(None)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/stat").read_text().split(") ")[1][0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert Path(f"/proc/{proc.pid}/stat").read_text().split(") ")[1][0] == "Z"
+        assert alive(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not alive(proc.pid)
 
 
 def test_stale_socket_and_pid_file_are_cleared(tmp_path: Path):
