@@ -130,7 +130,7 @@ class EmbeddedServer:
                 self._start_quietly()
             elif (pid := self._hung_while_loading(said)) is not None:
                 # FalkorDB 4.16 can deadlock on its own lock while it decodes a graph at start-up
-                # (seen once in ~40 restarts on a loaded 2-core machine). Loading writes nothing, so
+                # (seen once in about 540 starts on a loaded 2-core machine). Loading writes nothing, so
                 # the hung process is killed and the same files are loaded once more.
                 self.notify(f"warning: the graph server (pid {pid}) stopped answering while loading its files; "
                             "stopping it and starting it once more")
