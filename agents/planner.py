@@ -4,8 +4,9 @@ graph queries.
 1. Bottleneck signatures are evaluated inside Cypher against the observation map.
 2. The techniques addressing the matched bottlenecks are checked against their REQUIRES and
    FORBIDDEN_WHEN conditions, again inside Cypher.
-3. Short-term memory removes what this lineage already applied, what conflicts with it, and what
-   was already tried from the same parent (tabu); the brain may decline what it cannot apply.
+3. Short-term memory removes what this lineage already applied, what conflicts with it, what
+   was already tried from the same parent (tabu), and a named variant that failed the tolerance
+   anywhere in the run; the brain may decline what it cannot apply.
 4. The rest is ranked by edge priority, expected gain, the prior learned from past runs, then id.
 5. The first `width` techniques (0: all) are chosen, each with the variants the graph allows:
    a variant's own guards are evaluated like a technique's, and a variant already tried from this
@@ -354,6 +355,11 @@ class _ShortTermMemory:
             self.tried.setdefault((row["technique"], row["variant"]), (
                 f"tabu: tried from this parent at attempt {row['n']}: {why}" if why else
                 f"already tried from this parent at attempt {row['n']} ({row['speedup']:.3f}x)"))
+        # A named variant (a dot precision, tile sizes) that failed the tolerance fails it from any
+        # parent: its arithmetic on this problem's data does not depend on the code around it.
+        for row in store.run(q.RUN_VARIANTS_OUT_OF_TOLERANCE, {"parent": parent}):
+            self.tried.setdefault((row["technique"], row["variant"]),
+                                  f"tabu: failed the tolerance at attempt {row['n']} of this run")
 
     def tried_reason(self, technique: str, variant: str) -> str:
         """Why not to write this form of the technique from this parent again ('' for no variant)."""

@@ -111,6 +111,13 @@ CHILD_OUTCOMES = (
     "RETURN t.id AS technique, coalesce(c.variant, '') AS variant, c.n AS n, c.status AS status, "
     "c.correct AS correct, c.speedup AS speedup, p.speedup AS parent_speedup ORDER BY n, technique"
 )
+# Named variants that failed the tolerance anywhere in the parent's run.
+RUN_VARIANTS_OUT_OF_TOLERANCE = (
+    "MATCH (r:Run)-[:HAS_ATTEMPT]->(:Attempt {id: $parent}) "
+    "MATCH (r)-[:HAS_ATTEMPT]->(c:Attempt)-[:APPLIED]->(t:Technique) "
+    "WHERE c.status = 'numeric' AND coalesce(c.variant, '') <> '' "
+    "RETURN t.id AS technique, c.variant AS variant, min(c.n) AS n ORDER BY n, technique, variant"
+)
 
 # The Decision subgraph (ARCHITECTURE 3.3), written in one transaction by the Planner.
 WRITE_DECISION = (

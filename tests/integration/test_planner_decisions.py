@@ -37,6 +37,7 @@ class Child:
     speedup: float | None = None
     status: str = "verified"
     correct: bool = True
+    variant: str = ""  # the named variant it was written with ('' for the technique's only form)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ def write_trajectory(store: GraphStore, run: str, lineage: Lineage) -> str:
                                  "status": child.status, "correct": child.correct}
         if child.speedup is not None:
             props["speedup"] = child.speedup
+        if child.variant:
+            props["variant"] = child.variant
         attempts.append({"id": f"{run}:a{n}", "props": props})
         derived.append({"start": f"{run}:a{n}", "end": parent, "props": {}})
         applied.append({"start": f"{run}:a{n}", "end": child.technique, "props": {}})

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_planner_decisions import Child, Lineage, delete_trajectory, write_trajectory
+from test_planner_decisions import HOPPER, TIGHT_FP32, TORCH, Child, Lineage, compute_bound, delete_trajectory, obs, \
+    write_trajectory
 
 from kskill.agents.planner import Planner
 from kskill.graph_schema import queries
@@ -101,6 +102,32 @@ def test_failed_child_and_no_gain_child_are_tabu_with_reasons(store: GraphStore)
     assert plan.selected is None and plan.tier == "none"
     assert plan.case.startswith("matched materialized_attention_scores, unfused_reduction but every technique "
                                 "was rejected (")
+
+
+# An fp32 GEMM with a GELU epilogue on CUDA cores: gemm_epilogue_fusion first, with its dot precisions.
+FP32_GEMM = obs(TORCH, TIGHT_FP32, HOPPER, compute_bound(78.0, 30.0, 12.0), has_gemm=True, has_contraction=True,
+                gemm_flop_share=0.99, has_attention=False, epilogue_chain_after_contraction=1, max_pointwise_chain=1,
+                code_launches_per_forward=2, data_reuse=2730.0)
+
+
+def test_a_variant_that_failed_the_tolerance_is_ruled_out_from_every_parent_of_its_run(store: GraphStore):
+    fresh = Planner(store).plan(FP32_GEMM)
+    assert fresh.selected == "gemm_epilogue_fusion"
+    first, *others = [v.key for v in fresh.chosen[0].variants]
+    assert others, "the test needs a technique with more than one variant"
+    write_trajectory(store, "run-variant", Lineage(children=(
+        Child("gemm_epilogue_fusion", status="numeric", correct=False, variant=first),
+        Child("kernel_fusion", speedup=1.5),
+    )))
+    sibling = "run-variant:a2"  # the kernel_fusion child: another parent of the same run
+    plan = Planner(store).plan({**FP32_GEMM, "max_pointwise_chain": 0}, parent=sibling)
+    gemm = next(c for c in plan.chosen if c.technique == "gemm_epilogue_fusion")
+    assert [v.key for v in gemm.variants] == others
+    assert {(v.variant, v.reason) for v in plan.ruled_out if v.technique == "gemm_epilogue_fusion"} >= {
+        (first, "tabu: failed the tolerance at attempt 1 of this run")}
+    elsewhere = write_trajectory(store, "run-elsewhere", Lineage())
+    assert first in [v.key for v in Planner(store).plan(FP32_GEMM, parent=elsewhere).chosen[0].variants], (
+        "another run's failures rule nothing out")
 
 
 def test_the_case_counts_each_rejected_technique_once(store: GraphStore):
