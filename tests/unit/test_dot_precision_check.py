@@ -1,0 +1,23 @@
+"""eval/dot_precision_check.py in the Triton interpreter: its GEMM reads nn.Linear's (N, K) weight
+as the template does, ragged edges included, and the verdict follows the Reviewer's rule."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from kskill.eval import dot_precision_check as check  # noqa: E402
+
+
+def test_the_products_match_eager_on_ragged_shapes():
+    rows = check.measure(m=20, n=24, k=70, device="cpu", atol=1e-4, rtol=1e-4)
+    assert [r["precision"] for r in rows] == list(check.PRECISIONS)
+    for r in rows:  # the interpreter computes every precision in fp32
+        assert r["passes"] and r["elements_out_of_tolerance"] == 0, r
+        assert r["max_abs_vs_eager"] < 1e-5 and r["max_abs_vs_float64"] < 1e-5, r
+
+
+def test_the_verdict_counts_what_falls_outside_the_tolerance():
+    for r in check.measure(m=16, n=16, k=64, device="cpu", atol=0.0, rtol=0.0):  # no tolerance: exact or not
+        assert r["passes"] == (r["max_abs_vs_eager"] == 0.0) == (r["elements_out_of_tolerance"] == 0), r
