@@ -17,7 +17,8 @@ import torch
 from kskill.eval.baselines import BaselineSettings, run_baselines
 from kskill.agents.reviewer.timing import L2_FLUSH_BYTES
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+              pytest.mark.timeout(1900)]  # its kskill eval may take up to 1800 s
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 RELU_LARGE = FIXTURES / "reviewer" / "gpu" / "relu_large.py"
