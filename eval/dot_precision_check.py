@@ -3,7 +3,9 @@ by the reduction length K: the evidence for the guards of the GEMM variants' dot
 
 The kernel has the main loop of gemm_epilogue_fusion's Triton backend (128x128x32 tiles for the
 tensor-core precisions, 64x64x32 for "ieee"). The operands are drawn as KernelBench draws them: an
-input uniform in [0, 1) and nn.Linear's weight, uniform within 1/sqrt(K). Each product is compared
+input uniform in [0, 1), and either nn.Linear's weight, uniform within 1/sqrt(K) ("linear"), or a
+second matrix uniform in [0, 1) as the plain matmul problems have it ("uniform"), whose products
+all add up with the same sign. Each product is compared
 with eager PyTorch (fp32, TF32 off: the reference the Reviewer checks against) and with float64, and
 checked as the Reviewer checks it (|a - b| <= atol + rtol * |b|, atol = rtol = 1e-4 by default).
 
@@ -60,14 +62,19 @@ def triton_product(x, w, precision: str):
     return out
 
 
-def measure(m: int, n: int, k: int, device: str, atol: float, rtol: float, seed: int = 0) -> list[dict[str, Any]]:
+OPERANDS = ("linear", "uniform")
+
+
+def measure(m: int, n: int, k: int, device: str, atol: float, rtol: float, operands: str = "linear",
+            seed: int = 0) -> list[dict[str, Any]]:
     """One row per precision: errors against eager fp32 and float64, and the Reviewer's verdict."""
     import torch
 
     generator = torch.Generator(device=device).manual_seed(seed)
-    bound = 1.0 / k ** 0.5
     x = torch.rand((m, k), device=device, generator=generator)
-    w = (torch.rand((n, k), device=device, generator=generator) * 2 - 1) * bound
+    w = torch.rand((n, k), device=device, generator=generator)
+    if operands == "linear":
+        w = (w * 2 - 1) / k ** 0.5
     eager = x @ w.T
     exact = (x.double() @ w.double().T)
     rows = []
@@ -76,7 +83,7 @@ def measure(m: int, n: int, k: int, device: str, atol: float, rtol: float, seed:
         diff = (got - eager).abs()
         allowed = atol + rtol * eager.abs()
         rows.append({
-            "k": k, "m": m, "n": n, "precision": precision,
+            "k": k, "m": m, "n": n, "operands": operands, "precision": precision,
             "max_abs_vs_eager": float(diff.max()),
             "max_abs_vs_float64": float((got.double() - exact).abs().max()),
             "eager_max_abs_vs_float64": float((eager.double() - exact).abs().max()),
@@ -101,10 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    rows = [row for k in args.k for row in measure(args.m, args.n, k, device, args.atol, args.rtol)]
-    print(f"{'K':>6} {'precision':>9} {'max |d| eager':>14} {'max |d| f64':>12} {'eager vs f64':>12} {'out':>8}  verdict")
+    rows = [row for operands in OPERANDS for k in args.k
+            for row in measure(args.m, args.n, k, device, args.atol, args.rtol, operands)]
+    print(f"{'operands':>8} {'K':>6} {'precision':>9} {'max |d| eager':>14} {'max |d| f64':>12} {'eager vs f64':>12} {'out':>8}  verdict")
     for r in rows:
-        print(f"{r['k']:>6} {r['precision']:>9} {r['max_abs_vs_eager']:>14.3e} {r['max_abs_vs_float64']:>12.3e} "
+        print(f"{r['operands']:>8} {r['k']:>6} {r['precision']:>9} {r['max_abs_vs_eager']:>14.3e} {r['max_abs_vs_float64']:>12.3e} "
               f"{r['eager_max_abs_vs_float64']:>12.3e} {r['elements_out_of_tolerance']:>8}  "
               f"{'pass' if r['passes'] else 'FAIL'}")
     if args.out is not None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from kskill.eval import dot_precision_check as check  # noqa: E402
 
 
-def test_the_products_match_eager_on_ragged_shapes():
-    rows = check.measure(m=20, n=24, k=70, device="cpu", atol=1e-4, rtol=1e-4)
+@pytest.mark.parametrize("operands", check.OPERANDS)
+def test_the_products_match_eager_on_ragged_shapes(operands: str):
+    rows = check.measure(m=20, n=24, k=70, device="cpu", atol=1e-4, rtol=1e-4, operands=operands)
     assert [r["precision"] for r in rows] == list(check.PRECISIONS)
     for r in rows:  # the interpreter computes every precision in fp32
         assert r["passes"] and r["elements_out_of_tolerance"] == 0, r
