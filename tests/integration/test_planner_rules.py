@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_planner_decisions import HOPPER, TIGHT_FP32, TORCH, Child, Lineage, compute_bound, delete_trajectory, obs, \
-    write_trajectory
+from test_planner_decisions import (
+    HOPPER, TIGHT_FP32, TORCH, Child, Lineage, compute_bound, delete_trajectory, obs, write_trajectory,
+)
 
 from kskill.agents.planner import Planner
 from kskill.graph_schema import queries
