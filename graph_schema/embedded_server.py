@@ -129,17 +129,7 @@ class EmbeddedServer:
                             "starting it once more")
                 self._start_quietly()
             elif (pid := self._hung_while_loading(said)) is not None:
-                # FalkorDB 4.16 can deadlock on its own lock while it decodes a graph at start-up
-                # (seen once in about 540 starts on a loaded 2-core machine). Loading writes nothing, so
-                # the hung process is killed and the same files are loaded once more.
-                self.notify(f"warning: the graph server (pid {pid}) stopped answering while loading its files; "
-                            "stopping it and starting it once more")
-                os.kill(pid, signal.SIGKILL)
-                wait_exit(pid, 5.0)
-                self._clear_stale()
-                log_offset = file_size(self.log_path)
-                self._spawn()
-                self._wait_until_ready(aof.total_size(self.data_dir), log_offset)
+                self._replace_hung(pid)
             else:
                 raise
         self._check_contents()
@@ -282,6 +272,23 @@ class EmbeddedServer:
         if alive(read_pid(self.pid_path)) or CRASH_REPORT in said:
             return False
         return not warning_lines(said)
+
+    def _replace_hung(self, pid: int) -> None:
+        """Kill a server stuck while loading and load the same files once more; loading writes
+        nothing. FalkorDB 4.16 can deadlock on its own lock while it decodes a graph at start-up
+        (seen once in about 540 starts on a loaded 2-core machine). One stuck again is killed too."""
+        self.notify(f"warning: the graph server (pid {pid}) stopped answering while loading its files; "
+                    "stopping it and starting it once more")
+        _kill(pid)
+        self._clear_stale()
+        log_offset = file_size(self.log_path)
+        self._spawn()
+        try:
+            self._wait_until_ready(aof.total_size(self.data_dir), log_offset)
+        except StoreUnavailable:
+            if (again := self._hung_while_loading(read_from(self.log_path, log_offset))) is not None:
+                _kill(again)
+            raise
 
     def _hung_while_loading(self, said: str) -> int | None:
         """The pid of the server this start spawned where it is still there, has not answered in
@@ -497,3 +504,8 @@ def _progress_line(info: dict[str, Any], aof_bytes: int) -> str:
     eta = info.get("loading_eta_seconds")
     left = f", about {eta} s left" if isinstance(eta, int) and eta >= 0 else ""
     return f"loading the graph store: {loaded / 2**20:.1f} of {total / 2**20:.1f} MiB{left}"
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    wait_exit(pid, 5.0)
