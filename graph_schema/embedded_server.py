@@ -276,7 +276,7 @@ class EmbeddedServer:
     def _replace_hung(self, pid: int) -> None:
         """Kill a server stuck while loading and load the same files once more; loading writes
         nothing. FalkorDB 4.16 can deadlock on its own lock while it decodes a graph at start-up
-        (seen once in about 540 starts on a loaded 2-core machine). One stuck again is killed too."""
+        (seen once in over 1,300 starts on a loaded 2-core machine). One stuck again is killed too."""
         self.notify(f"warning: the graph server (pid {pid}) stopped answering while loading its files; "
                     "stopping it and starting it once more")
         _kill(pid)
