@@ -2,12 +2,13 @@
 by the reduction length K: the evidence for the guards of the GEMM variants' dot precisions.
 
 The kernel has the main loop of gemm_epilogue_fusion's Triton backend (128x128x32 tiles for the
-tensor-core precisions, 64x64x32 for "ieee"). The operands are drawn as KernelBench draws them: an
-input uniform in [0, 1), and either nn.Linear's weight, uniform within 1/sqrt(K) ("linear"), or a
-second matrix uniform in [0, 1) as the plain matmul problems have it ("uniform"), whose products
-all add up with the same sign. Each product is compared
-with eager PyTorch (fp32, TF32 off: the reference the Reviewer checks against) and with float64, and
-checked as the Reviewer checks it (|a - b| <= atol + rtol * |b|, atol = rtol = 1e-4 by default).
+tensor-core precisions, 64x64x32 for "ieee"), and, for 3xTF32, also a two-level sum (see MODES).
+The operands are drawn as KernelBench draws them: an input uniform in [0, 1), and either
+nn.Linear's weight, uniform within 1/sqrt(K) ("linear"), or a second matrix uniform in [0, 1) as
+the plain matmul problems have it ("uniform"), whose products all add up with the same sign. Each
+product is compared with eager PyTorch (fp32, TF32 off: the reference the Reviewer checks against)
+and with float64, and checked as the Reviewer checks it (|a - b| <= atol + rtol * |b|, atol = rtol
+= 1e-4 by default).
 
     python -m kskill.eval.dot_precision_check --k 1024 2048 4096 8192 16384 --out runs/dot_precision
 
@@ -23,7 +24,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PRECISIONS = ("ieee", "tf32x3", "tf32")
+# (dot precision, K tiles summed into a fresh accumulator before it is added to the running sum):
+# 1 is gemm_epilogue_fusion's loop; 8 is a two-level sum, whose outer additions are ordinary fp32
+# additions, should the tensor cores' own accumulation be what loses the accuracy over long K.
+MODES = (("ieee", 1), ("tf32x3", 1), ("tf32x3", 8), ("tf32", 1))
 
 
 def _kernel():
@@ -32,22 +36,27 @@ def _kernel():
 
     @triton.jit
     def gemm_kernel(a_ptr, w_ptr, out_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
+                    BLOCK_K: tl.constexpr, GROUP_K: tl.constexpr, PRECISION: tl.constexpr):
         rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            kk = k0 + tl.arange(0, BLOCK_K)
-            a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-            # nn.Linear keeps W as (N, K): the (K, N) tile is read with K contiguous.
-            b = tl.load(w_ptr + rn[None, :] * K + kk[:, None], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-            acc += tl.dot(a, b, input_precision=PRECISION)
+        for k0 in range(0, K, BLOCK_K * GROUP_K):
+            part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for g in tl.static_range(GROUP_K):
+                kk = k0 + g * BLOCK_K + tl.arange(0, BLOCK_K)
+                a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K),
+                            other=0.0)
+                # nn.Linear keeps W as (N, K): the (K, N) tile is read with K contiguous.
+                b = tl.load(w_ptr + rn[None, :] * K + kk[:, None], mask=(kk[:, None] < K) & (rn[None, :] < N),
+                            other=0.0)
+                part += tl.dot(a, b, input_precision=PRECISION)
+            acc += part
         tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
     return gemm_kernel
 
 
-def triton_product(x, w, precision: str):
+def triton_product(x, w, precision: str, group_k: int = 1):
     import torch
     import triton
 
@@ -57,7 +66,8 @@ def triton_product(x, w, precision: str):
     block = min(block, triton.next_power_of_2(max(m, n, 16)))
     out = torch.empty((m, n), device=x.device, dtype=torch.float32)
     grid = (triton.cdiv(m, block), triton.cdiv(n, block))
-    _kernel()[grid](x, w, out, m, n, k, BLOCK_M=block, BLOCK_N=block, BLOCK_K=32, PRECISION=precision,
+    _kernel()[grid](x, w, out, m, n, k, BLOCK_M=block, BLOCK_N=block, BLOCK_K=32, GROUP_K=group_k,
+                    PRECISION=precision,
                     **({"num_warps": 8 if block == 128 else 4, "num_stages": 3} if x.device.type == "cuda" else {}))
     return out
 
@@ -78,12 +88,12 @@ def measure(m: int, n: int, k: int, device: str, atol: float, rtol: float, opera
     eager = x @ w.T
     exact = (x.double() @ w.double().T)
     rows = []
-    for precision in PRECISIONS:
-        got = triton_product(x, w, precision)
+    for precision, group_k in MODES:
+        got = triton_product(x, w, precision, group_k)
         diff = (got - eager).abs()
         allowed = atol + rtol * eager.abs()
         rows.append({
-            "k": k, "m": m, "n": n, "operands": operands, "precision": precision,
+            "k": k, "m": m, "n": n, "operands": operands, "precision": precision, "k_tiles_per_partial_sum": group_k,
             "max_abs_vs_eager": float(diff.max()),
             "max_abs_vs_float64": float((got.double() - exact).abs().max()),
             "eager_max_abs_vs_float64": float((eager.double() - exact).abs().max()),
@@ -110,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     rows = [row for operands in OPERANDS for k in args.k
             for row in measure(args.m, args.n, k, device, args.atol, args.rtol, operands)]
-    print(f"{'operands':>8} {'K':>6} {'precision':>9} {'max |d| eager':>14} {'max |d| f64':>12} {'eager vs f64':>12} {'out':>8}  verdict")
+    print(f"{'operands':>8} {'K':>6} {'precision':>9} {'tiles':>5} {'max |d| eager':>14} {'max |d| f64':>12} {'eager vs f64':>12} {'out':>8}  verdict")
     for r in rows:
-        print(f"{r['operands']:>8} {r['k']:>6} {r['precision']:>9} {r['max_abs_vs_eager']:>14.3e} {r['max_abs_vs_float64']:>12.3e} "
+        print(f"{r['operands']:>8} {r['k']:>6} {r['precision']:>9} {r['k_tiles_per_partial_sum']:>5} {r['max_abs_vs_eager']:>14.3e} {r['max_abs_vs_float64']:>12.3e} "
               f"{r['eager_max_abs_vs_float64']:>12.3e} {r['elements_out_of_tolerance']:>8}  "
               f"{'pass' if r['passes'] else 'FAIL'}")
     if args.out is not None:
