@@ -238,7 +238,6 @@ def test_a_long_load_waits_with_progress(tmp_path: Path, figures: dict, monkeypa
         assert any(m.startswith("loading the graph store:") for m in messages)
 
 
-
 def test_a_server_stuck_while_loading_is_killed_and_started_once_more(tmp_path: Path, figures: dict,
                                                                        monkeypatch: pytest.MonkeyPatch):
     """A start whose server never answers (FalkorDB can deadlock while it decodes a graph; here the
@@ -271,7 +270,6 @@ def test_a_server_stuck_while_loading_is_killed_and_started_once_more(tmp_path: 
     assert nodes == 1
     assert serving != stuck[0] and not alive(stuck[0])  # (a zombie until pid 1 reaps it)
     assert any("stopped answering while loading" in m for m in messages), messages
-
 
 
 def test_a_server_that_stops_answering_mid_run_is_restarted_and_the_query_answered(
