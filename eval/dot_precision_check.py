@@ -18,6 +18,7 @@ On a machine without CUDA it runs in the Triton interpreter (small shapes only: 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ from typing import Any
 MODES = (("ieee", 1), ("tf32x3", 1), ("tf32x3", 8), ("tf32", 1))
 
 
+@functools.cache  # one JIT function: Triton then compiles once per precision and tile shape
 def _kernel():
     import triton
     import triton.language as tl

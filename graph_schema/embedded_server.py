@@ -363,8 +363,7 @@ class EmbeddedServer:
         if pid and is_server_of(pid, self.socket_path):
             os.kill(pid, signal.SIGTERM)
             if not wait_exit(pid, 5.0):
-                os.kill(pid, signal.SIGKILL)
-                wait_exit(pid, 5.0)
+                _kill(pid)
         if self.socket_path.exists():
             if socket_accepts(self.socket_path):
                 raise StoreUnavailable(
@@ -432,8 +431,7 @@ class EmbeddedServer:
         if log_offset is not None and CRASH_REPORT in read_from(self.log_path, log_offset) and alive(pid):
             wait_exit(pid, 2.0)
             if alive(pid) and is_server_of(pid, self.socket_path):
-                os.kill(pid, signal.SIGKILL)
-                wait_exit(pid, 5.0)
+                _kill(pid)
         return not alive(pid)
 
     def _count_nodes(self) -> int:
@@ -507,5 +505,6 @@ def _progress_line(info: dict[str, Any], aof_bytes: int) -> str:
 
 
 def _kill(pid: int) -> None:
+    """SIGKILL, and a few seconds for the process to be gone."""
     os.kill(pid, signal.SIGKILL)
     wait_exit(pid, 5.0)
