@@ -6,10 +6,19 @@ device from the trial's seed; the reference's outputs for a trial are kept for e
 the batch while they fit in a quarter of the free memory, and recomputed otherwise. Candidates
 are checked on the problem's own inputs and on the input variants (correctness.INPUT_VARIANTS)
 where the reference's outputs stay finite.
+
+On a variant, mixed signs or large inputs can make the float32 reference itself miss its exact
+result by more than the tolerance (a long sum that cancels to near zero): any other summation
+order then fails, however accurate. So the reference is also run in float64 on each variant, once,
+and the atol it would itself need against that form (its error floor) widens the variant's
+tolerance (correctness.compare_tensor). The problem's own inputs keep the plain tolerance, as
+KernelBench checks them. A float64 form that does not run, or differs from the float32 one by more
+than a rounding error could (randomness drawn differently, say), gives no floor.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +27,8 @@ import torch
 
 from kskill.agents.reviewer import dynamic_checks as dyn
 from kskill.agents.reviewer.correctness import (
-    INPUT_VARIANTS, changed_leaves, clone_tree, fingerprint, flatten_outputs, max_abs_difference, seeded_inputs,
-    seeded_model, tolerance_for, weak_reference)
+    INPUT_VARIANTS, changed_leaves, clone_tree, fingerprint, flatten_outputs, max_abs_difference, needed_atol,
+    seeded_inputs, seeded_model, tolerance_for, weak_reference)
 from kskill.agents.reviewer.protocol import TIMING_SEED, VARIANT_SEED
 from kskill.agents.reviewer.runner import import_file
 from kskill.agents.reviewer.timing import time_cuda
@@ -33,6 +42,8 @@ class Trial:
 
 
 Expected = tuple[Any, list, list]  # the reference's outputs, their fingerprint, the inputs' fingerprint
+# A float64 form whose error floor exceeds this share of the output's scale is not the same computation.
+FLOOR_LIMIT = 1e-3
 
 
 class Reference:
@@ -53,9 +64,9 @@ class Reference:
         phase("build_reference")
         self.model = seeded_model(self.problem.Model, list(init_inputs), self.seed, self.device)
         phase("reference")
-        self.check_once()
+        self.check_once(phase)
 
-    def check_once(self) -> None:
+    def check_once(self, phase: Callable[[str], None]) -> None:
         """Determinism, what the reference does to its inputs, the trial plan, the problem's facts."""
         inputs = seeded_inputs(self.problem, self.seed, self.device)
         self.input_print = fingerprint(inputs)
@@ -73,13 +84,17 @@ class Reference:
         self.cache[(self.seed, None)] = (first, fingerprint(first), self.input_print)
         diff = max_abs_difference(first, second)
         self.trials, skipped = self.plan_trials(inputs, first)
+        phase("reference_float64")
+        self.floors, floor_notes = self.error_floors([t for t in self.trials if t.variant is not None])
         notes = [f"the reference is not deterministic: two runs on the same inputs differ by up to {diff:.3g}"] \
             if diff > 0 else []
+        notes += floor_notes
         self.flags = self.weak_output_flags(first)
         self.record = {"device": torch.cuda.get_device_name() if self.cuda else "cpu",
                        "observations": self.problem_observations(inputs, first), "notes": notes,
                        "reference_deterministic": diff == 0.0, "reference_self_max_abs_diff": diff,
-                       "skipped_variants": skipped, "flags": self.flags, "facts": self.facts}
+                       "skipped_variants": skipped, "variant_error_floors": self.floors, "flags": self.flags,
+                       "facts": self.facts}
 
     def plan_trials(self, inputs: list[Any], first: Any) -> tuple[list[Trial], dict[str, str]]:
         """The problem's own trials, then the input variants its reference gives finite outputs on."""
@@ -98,6 +113,46 @@ class Reference:
             else:
                 trials.append(trial)
         return trials, skipped
+
+    def error_floors(self, trials: list[Trial]) -> tuple[dict[str, list[float]], list[str]]:
+        """Per variant, per output: the atol the float32 reference needs against its float64 form."""
+        if not trials:
+            return {}, []
+        try:
+            exact_model = copy.deepcopy(self.model).double()
+        except Exception as exc:  # a module that cannot be copied or cast: the variants keep the plain tolerance
+            return {}, [f"no float64 form of the reference ({type(exc).__name__}: {exc}); no error floor"]
+        floors: dict[str, list[float]] = {}
+        notes: list[str] = []
+        try:
+            for trial in trials:
+                inputs = seeded_inputs(self.problem, trial.seed, self.device, trial.variant)
+                torch.manual_seed(trial.seed)
+                exact = exact_model(*_as_double(inputs))
+                floors[trial.variant], why = self._floors_of(self.expected(trial)[0], exact)
+                if why:
+                    notes.append(f"{trial.variant} inputs: {why}; no error floor")
+        except Exception as exc:  # an op without a float64 kernel, or no memory for it
+            return {}, [f"the reference does not run in float64 ({type(exc).__name__}: {exc}); no error floor"]
+        finally:
+            del exact_model
+        return floors, notes
+
+    def _floors_of(self, outputs: Any, exact: Any) -> tuple[list[float], str]:
+        floors = []
+        pairs = list(zip(flatten_outputs(outputs), flatten_outputs(exact)))
+        for number, (ref, ex) in enumerate(pairs):
+            if not (isinstance(ref, torch.Tensor) and isinstance(ex, torch.Tensor) and ref.dtype.is_floating_point
+                    and ref.dtype != torch.float64 and ref.shape == ex.shape):
+                floors.append(0.0)
+                continue
+            floor = needed_atol(ref, ex, tolerance_for(ref.dtype, self.atol, self.rtol)[1])
+            scale = float(ex.abs().nan_to_num(posinf=0.0).max()) if ex.numel() else 0.0
+            if floor > FLOOR_LIMIT * scale:
+                return [0.0] * len(pairs), (f"the float64 form differs from output {number} by {floor:.3g}, "
+                                            f"more than rounding at scale {scale:.3g}")
+            floors.append(floor)
+        return floors, ""
 
     def expected(self, trial: Trial) -> Expected:
         """The reference's outputs for a trial and the fingerprints, computed once while memory allows."""
@@ -163,6 +218,15 @@ class Reference:
     def sync(self) -> None:
         if self.cuda:
             torch.cuda.synchronize()
+
+
+def _as_double(value: Any) -> Any:
+    """Floating tensors as float64, inside lists and tuples; the rest as they are."""
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.dtype.is_floating_point else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_as_double(v) for v in value)
+    return value
 
 
 def _all_finite(value: Any) -> bool:

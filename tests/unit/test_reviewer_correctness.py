@@ -2,14 +2,16 @@
 
 import math
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from kskill.agents.reviewer import dynamic_checks as dyn
 from kskill.agents.reviewer.correctness import (
-    apply_variant, changed_leaves, compare_outputs, compare_tensor, fingerprint, max_abs_difference, same_fingerprint,
-    tolerance_for, weak_reference)
+    apply_variant, changed_leaves, compare_outputs, compare_tensor, fingerprint, max_abs_difference, needed_atol,
+    same_fingerprint, tolerance_for, weak_reference)
+from kskill.agents.reviewer.reference import Reference
 
 
 def test_default_tolerances_follow_the_dtype():
@@ -150,3 +152,30 @@ def test_input_variants_touch_floating_inputs_only():
     out = apply_variant([x.clone(), idx.clone()], "mixed_signs")
     assert torch.allclose(out[0], 2 * x - 1) and torch.equal(out[1], idx)
     assert torch.allclose(apply_variant([x.clone()], "scaled")[0], 100 * x)
+
+
+def test_needed_atol_is_the_excess_over_rtol_and_zero_when_rtol_covers_it():
+    exact = torch.tensor([0.0, 1000.0, -2.0], dtype=torch.float64)
+    ref = torch.tensor([3e-4, 1000.05, -2.0])  # 1000.05: within rtol 1e-4 of 1000
+    assert needed_atol(ref, exact, 1e-4) == pytest.approx(3e-4, rel=1e-3)
+    assert needed_atol(ref[1:], exact[1:], 1e-4) == 0.0
+
+
+def test_an_error_floor_widens_atol_by_twice_the_floor_and_says_so():
+    ref, out = torch.zeros(4), torch.full((4,), 5e-4)
+    assert not compare_tensor(out, ref, 0, 1e-4, 1e-4)["passed"]
+    widened = compare_tensor(out, ref, 0, 1e-4, 1e-4, floor=2.5e-4)
+    assert widened["passed"] and widened["atol"] == pytest.approx(6e-4)
+    assert "float64" in widened["note"] and widened["reference_error_floor"] == 2.5e-4
+    assert not compare_tensor(torch.full((4,), 7e-4), ref, 0, 1e-4, 1e-4, floor=2.5e-4)["passed"]
+
+
+def test_a_float64_form_that_differs_beyond_rounding_gives_no_floor():
+    judge = SimpleNamespace(atol=None, rtol=None)
+    ref = torch.linspace(-1, 1, 100)
+    close = ref.double() + 1e-4  # the float32 result off by a rounding-sized 1e-4 everywhere
+    floors, why = Reference._floors_of(judge, (ref, ref), (close, close))
+    assert floors == [pytest.approx(1e-4, rel=0.02)] * 2 and why == ""  # less rtol * |x| at the x nearest 0
+    other = torch.rand(100, dtype=torch.float64)  # other random numbers: not the same computation
+    floors, why = Reference._floors_of(judge, (ref, ref), (close, other))
+    assert floors == [0.0, 0.0] and "output 1" in why

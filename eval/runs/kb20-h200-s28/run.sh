@@ -1,0 +1,45 @@
+#!/bin/bash
+# The 20-problem sample (seed 0), each problem run by `kskill eval` at default settings and then with
+# --exhaustive, one problem per invocation, levels interleaved so that a partial run stays stratified.
+# usage: bash eval/runs/kb20-h200-s28/run.sh LAST_START_S   (starts no invocation after LAST_START_S s of this call)
+# The state lives in /tmp/pairs, which a warm machine keeps between calls (the checkout's ignored files
+# were not kept). A fresh machine starts from .gpustate when a call carries it: the folders of this run
+# (def-L1 ... exh-L3) unpacked from an earlier call's state.tgz.
+R=$PWD; S=/tmp/pairs; mkdir -p $OUT/logs
+[ ! -d $S ] && [ -d $R/.gpustate ] && cp -r $R/.gpustate $S
+mkdir -p $S
+LAST=${1:-470}
+SP=$(python3 -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
+if [ ! -d /tmp/site/kskill ]; then
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  python3 -m compileall -q -j 16 $SP/torch $SP/triton $SP/sympy $SP/mpmath $SP/numpy $SP/networkx $SP/jinja2 $SP/markupsafe /tmp/site >/dev/null 2>&1
+fi
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH KSKILL_HOME=$S/kh PYTHONUNBUFFERED=1
+echo "setup done at ${SECONDS}s"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+if [ ! -f $S/dp/done ]; then
+  (cd /tmp && timeout 150 python3 -m kskill.eval.dot_precision_check --out $S/dp) > $OUT/logs/dp.txt 2>&1 && touch $S/dp/done
+  echo "dot_precision_check rc=$? at ${SECONDS}s"; tail -40 $OUT/logs/dp.txt
+fi
+L1="level1/18_* level1/30_* level1/34_* level1/65_* level1/79_* level1/84_* level1/94_* level1/97_*"
+L2="level2/2_* level2/19_* level2/29_* level2/38_* level2/50_* level2/54_* level2/55_* level2/68_*"
+L3="level3/20_* level3/25_* level3/31_* level3/42_*"
+SEQ="1 2 1 2 3 1 2 1 2 3 1 2 1 2 3 1 2 1 2 3"
+rows() { ls $1/rows/*.json 2>/dev/null | wc -l; }
+declare -A seen=([1]=0 [2]=0 [3]=0)
+for lv in $SEQ; do
+  k=${seen[$lv]}; seen[$lv]=$((k+1))
+  eval "pats=\$L$lv"; F=""; for p in $pats; do F="$F --filter $p"; done
+  for setting in def exh; do
+    d=$S/$setting-L$lv
+    [ $(rows $d) -gt $k ] && continue
+    if [ $SECONDS -gt $LAST ]; then echo "stopping at ${SECONDS}s before $setting L$lv #$k"; break 3; fi
+    opt=""; [ $setting = exh ] && opt="--optimize-option=--exhaustive"
+    t0=$SECONDS
+    kskill eval run $R/.kb $F --time-limit 60 --workers 1 --out $d --resume --stop-after 1 $opt \
+      >> $OUT/logs/$setting-L$lv.txt 2>&1
+    echo "$setting L$lv #$k rc=$? took $((SECONDS-t0))s (at ${SECONDS}s): $(ls -t $d/rows | head -1)"
+    tar czf $OUT/state.tgz --exclude='*.pt' --exclude=kh --exclude=dp -C /tmp pairs
+  done
+done
+tar czf $OUT/state.tgz --exclude='*.pt' --exclude=kh --exclude=dp -C /tmp pairs
+echo "end at ${SECONDS}s"
