@@ -126,17 +126,21 @@ class Reference:
         notes: list[str] = []
         try:
             for trial in trials:
-                inputs = seeded_inputs(self.problem, trial.seed, self.device, trial.variant)
-                torch.manual_seed(trial.seed)
-                exact = exact_model(*_as_double(inputs))
-                floors[trial.variant], why = self._floors_of(self.expected(trial)[0], exact)
+                floors[trial.variant], why = self._floors_of(self.expected(trial)[0], self._exact(exact_model, trial))
                 if why:
                     notes.append(f"{trial.variant} inputs: {why}; no error floor")
         except Exception as exc:  # an op without a float64 kernel, or no memory for it
             return {}, [f"the reference does not run in float64 ({type(exc).__name__}: {exc}); no error floor"]
         finally:
             del exact_model
+            if self.cuda:
+                torch.cuda.empty_cache()  # the runner, another process, needs that memory
         return floors, notes
+
+    def _exact(self, exact_model: torch.nn.Module, trial: Trial) -> Any:
+        inputs = seeded_inputs(self.problem, trial.seed, self.device, trial.variant)
+        torch.manual_seed(trial.seed)
+        return exact_model(*_as_double(inputs))
 
     def _floors_of(self, outputs: Any, exact: Any) -> tuple[list[float], str]:
         floors = []
