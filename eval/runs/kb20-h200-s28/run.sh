@@ -4,7 +4,8 @@
 # usage: bash eval/runs/kb20-h200-s28/run.sh LAST_START_S   (starts no invocation after LAST_START_S s of this call)
 # The state lives in /tmp/pairs, which a warm machine keeps between calls (the checkout's ignored files
 # were not kept). A fresh machine starts from .gpustate when a call carries it: the folders of this run
-# (def-L1 ... exh-L3) unpacked from an earlier call's state.tgz.
+# (def-L1 ... exh-L3) of an earlier call's state.tgz, whose folder `pairs` is renamed `.gpustate`.
+# Run it from the checkout's root, with .whl (the dependencies and a kskill wheel) and .kb carried.
 R=$PWD; S=/tmp/pairs; mkdir -p $OUT/logs
 [ ! -d $S ] && [ -d $R/.gpustate ] && cp -r $R/.gpustate $S
 mkdir -p $S
@@ -17,9 +18,11 @@ fi
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH KSKILL_HOME=$S/kh PYTHONUNBUFFERED=1
 echo "setup done at ${SECONDS}s"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if [ ! -f $S/dp/done ]; then
-  (cd /tmp && timeout 150 python3 -m kskill.eval.dot_precision_check --out $S/dp) > $OUT/logs/dp.txt 2>&1 && touch $S/dp/done
+  (cd /tmp && timeout 150 python3 -m kskill.eval.dot_precision_check --out $OUT/dp) > $OUT/logs/dp.txt 2>&1 \
+    && mkdir -p $S/dp && touch $S/dp/done
   echo "dot_precision_check rc=$? at ${SECONDS}s"; tail -40 $OUT/logs/dp.txt
 fi
+# The problems `kskill eval run .kb --sample 20 --seed 0` selects, by level.
 L1="level1/18_* level1/30_* level1/34_* level1/65_* level1/79_* level1/84_* level1/94_* level1/97_*"
 L2="level2/2_* level2/19_* level2/29_* level2/38_* level2/50_* level2/54_* level2/55_* level2/68_*"
 L3="level3/20_* level3/25_* level3/31_* level3/42_*"
