@@ -21,6 +21,8 @@ from kskill.eval.plots import PLOTS, draw_all
 KERNELSKILL = {"1": 5.44, "2": 2.82, "3": 1.92}
 KERNELSKILL_CITATION = ("Sun et al., KernelSkill: A Multi-Agent Framework for GPU Kernel Optimization, "
                         "arXiv:2603.10085 (2026)")
+# `kskill eval compare`: A counts as reaching B within this share of B's speedup (#12's 3 %).
+WITHIN = 0.03
 
 
 @dataclass
@@ -287,12 +289,14 @@ def compare_sections(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str
         rows.append([name, "strict: geomean vs compile", fmt(ca.get("geomean_speedup"), ".2f", "x"),
                      fmt(cb.get("geomean_speedup"), ".2f", "x"), "-"])
     by_problem_b = {r["problem"]: r for r in b["rows"]}
-    per_problem = []
+    per_problem, correct_pairs = [], []
     for ra in a["rows"]:
         rb = by_problem_b.get(ra["problem"])
         if rb is None:
             continue
         sa, sb = ra.get("speedup_eager"), rb.get("speedup_eager")
+        if ra.get("correct_strict") and rb.get("correct_strict") and sa and sb:
+            correct_pairs.append((sa, sb))
         per_problem.append([ra["problem"], fmt(ra.get("correct_strict")), fmt(rb.get("correct_strict")),
                             fmt(sa, ".2f", "x"), fmt(sb, ".2f", "x"), fmt(sb / sa if sa and sb else None, ".2f", "x"),
                             ra.get("techniques") or "-", rb.get("techniques") or "-"])
@@ -303,12 +307,19 @@ def compare_sections(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str
         + [["settings", "", "same" if a["meta"]["settings"] == b["meta"]["settings"] else "differ (see eval.json)"]])
     sections = [Section("Protocols", [cards]),
                 Section("Scores", [Table(["group", "figure", names[0], names[1], "B / A"], rows)]),
-                Section("Problems in both", [Table(["problem", "A correct 1e-4", "B correct 1e-4", "A vs eager",
+                Section("Problems in both", [_within(correct_pairs), Table(["problem", "A correct 1e-4", "B correct 1e-4", "A vs eager",
                                                     "B vs eager", "B / A", "A techniques", "B techniques"],
                                                    per_problem)])]
     if only:
         sections.append(Section("In one of them only", [", ".join(only)]))
     return sections
+
+
+def _within(pairs: list[tuple[float, float]]) -> str:
+    """How often A reaches B's speedup less 3 % (#12's measure of the default search against --exhaustive)."""
+    close = sum(1 for sa, sb in pairs if sa >= (1 - WITHIN) * sb)
+    return (f"A is within {WITHIN:.0%} of B's speedup over eager, or faster, on {close} of the {len(pairs)} "
+            "problems both got correct at 1e-4.")
 
 
 def _overrun(seconds: float | None) -> str:

@@ -102,6 +102,10 @@ def test_compare_sets_two_evaluations_side_by_side(tmp_path):
     assert result.exit_code == 0, result.output
     assert "| level1/1_a | yes | yes | 4.00x | 8.00x | 2.00x |" in result.output
     assert "| all | strict: geomean vs eager | 2.00x | 2.83x | 1.41x |" in result.output
+    # level1/1_a: 4x against 8x is not within 3 %; level1/2_b is; level2/1_c is wrong at 1e-4 and not counted
+    assert "within 3% of B's speedup over eager, or faster, on 1 of the 2 problems" in result.output
+    reverse = CliRunner().invoke(cli, ["eval", "compare", str(second), str(first)]).output
+    assert "on 2 of the 2 problems" in reverse
     data = json.loads(CliRunner().invoke(cli, ["eval", "compare", str(first), str(second), "--json"]).output)
     assert [s["title"] for s in data["sections"]] == ["Protocols", "Scores", "Problems in both"]
     missing = CliRunner().invoke(cli, ["eval", "compare", str(first), str(tmp_path)])
