@@ -21,7 +21,7 @@ from kskill.eval.plots import PLOTS, draw_all
 KERNELSKILL = {"1": 5.44, "2": 2.82, "3": 1.92}
 KERNELSKILL_CITATION = ("Sun et al., KernelSkill: A Multi-Agent Framework for GPU Kernel Optimization, "
                         "arXiv:2603.10085 (2026)")
-# `kskill eval compare`: A counts as reaching B within this share of B's speedup (#12's 3 %).
+# `kskill eval compare`: A counts as reaching B within this share of B's speedup.
 WITHIN = 0.03
 
 
@@ -316,7 +316,7 @@ def compare_sections(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str
 
 
 def _within(pairs: list[tuple[float, float]]) -> str:
-    """How often A reaches B's speedup less 3 % (#12's measure of the default search against --exhaustive)."""
+    """How often A reaches B's speedup less 3 % (the default search against --exhaustive, say)."""
     close = sum(1 for sa, sb in pairs if sa >= (1 - WITHIN) * sb)
     return (f"A is within {WITHIN:.0%} of B's speedup over eager, or faster, on {close} of the {len(pairs)} "
             "problems both got correct at 1e-4.")
