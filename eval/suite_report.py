@@ -307,9 +307,10 @@ def compare_sections(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str
         + [["settings", "", "same" if a["meta"]["settings"] == b["meta"]["settings"] else "differ (see eval.json)"]])
     sections = [Section("Protocols", [cards]),
                 Section("Scores", [Table(["group", "figure", names[0], names[1], "B / A"], rows)]),
-                Section("Problems in both", [_within(correct_pairs), Table(["problem", "A correct 1e-4", "B correct 1e-4", "A vs eager",
-                                                    "B vs eager", "B / A", "A techniques", "B techniques"],
-                                                   per_problem)])]
+                Section("Problems in both", [
+                    _within(correct_pairs),
+                    Table(["problem", "A correct 1e-4", "B correct 1e-4", "A vs eager", "B vs eager", "B / A",
+                           "A techniques", "B techniques"], per_problem)])]
     if only:
         sections.append(Section("In one of them only", [", ".join(only)]))
     return sections
