@@ -36,6 +36,7 @@ from kskill.eval.roofline import roofline_in_subprocess
 from kskill.eval.suite import SuiteProblem
 
 OnState = Callable[[str, str, float | None], None]  # (problem id, state, best speedup so far)
+TRAJECTORY_KEYS = ("n", "speedup", "status", "parent", "technique", "variant", "failure")
 PROGRESS_LINE = re.compile(r"\[\s*(\d+)/(\d+)\].*best ([0-9.]+)x")
 
 
@@ -202,8 +203,8 @@ def _optimize_fields(summary: dict[str, Any] | None) -> dict[str, Any]:
             "stop_reason": s.get("stop_reason"), "run_id": s.get("run"),
             "tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0) if usage else None,
             "cost_usd": usage.get("cost_usd"),
-            "trajectory": [{"n": t["n"], "speedup": t.get("speedup"), "status": t.get("status")}
-                           for t in s.get("trajectory", [])],
+            # Each attempt's technique, variant and failure too, so that a row alone says why one failed.
+            "trajectory": [{key: t.get(key) for key in TRAJECTORY_KEYS} for t in s.get("trajectory", [])],
             "review_batches": s.get("review_batches") or [], "confirm_batch": s.get("confirm_batch") or {},
             "optimize_elapsed_s": s.get("elapsed_s"), "optimize_loop_began_s": s.get("loop_began_s"),
             "optimize_step_seconds": s.get("step_seconds") or {}}

@@ -45,7 +45,10 @@ def optimize_summary(beats: bool, speedup: float) -> dict:
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}, "run": "run-x",
             "trajectory": [{"n": 0, "speedup": 1.0, "status": "verified"},
                            {"n": 1, "speedup": speedup / 2, "status": "verified"},
-                           {"n": 2, "speedup": speedup, "status": "verified"}]}
+                           {"n": 2, "speedup": speedup, "status": "verified"},
+                           {"n": 3, "speedup": None, "status": "numeric", "parent": 2, "technique": "kernel_fusion",
+                            "variant": "kernel_fusion.wide", "failure": "output 0: 4 of 64 elements outside",
+                            "code_hash": "not kept"}]}
 
 
 def rows(scale: float = 1.0) -> list[dict]:
@@ -70,6 +73,10 @@ def test_rows_compose_speedups_correctness_and_the_backend_verdict():
     assert not b["compile_default_correct_strict"] and b["kb_triton_rules"] is False
     assert not c["correct_strict"] and c["correct_compatible"] and c["status"] == "done"
     assert a["iterations_to_best"] == 2 and a["tokens"] == 0 and a["l2_flush_bytes"] == 256_000_000
+    assert a["trajectory"][3] == {"n": 3, "speedup": None, "status": "numeric", "parent": 2,
+                                  "technique": "kernel_fusion", "variant": "kernel_fusion.wide",
+                                  "failure": "output 0: 4 of 64 elements outside"}
+    assert a["trajectory"][0]["technique"] is None  # a key optimize did not write stays None
 
 
 def results_folder(root: Path, scale: float) -> Path:
