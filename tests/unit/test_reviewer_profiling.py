@@ -68,6 +68,17 @@ def test_ncu_command_keeps_clocks_and_profiles_one_range():
     assert args[args.index("--profile-from-start") + 1] == "off"
 
 
+def test_ncu_profiles_the_first_kernels_only_and_says_so_when_it_reaches_the_cap():
+    args = profiling.ncu_arguments("/tmp/r.csv")
+    assert args[args.index("--launch-count") + 1] == str(profiling.NCU_KERNEL_CAP)
+    rows = profiling.parse_ncu_csv(NCU_SAMPLE.read_text())
+    assert "note" not in profiling.ncu_observations(rows)[2]  # two kernels: the whole forward
+    many = [dict(rows[i % 2], **{"gpu__time_duration.sum": str(1000 + i)}) for i in range(profiling.NCU_KERNEL_CAP)]
+    _, _, detail = profiling.ncu_observations(many)
+    assert f"first {profiling.NCU_KERNEL_CAP} kernels" in detail["note"]
+    assert detail["profiled_kernel"] == many[-1]["Kernel Name"]  # the longest of them
+
+
 def test_ncu_is_asked_for_every_counter_the_vocabulary_reads_and_no_section():
     asked = set(profiling.ncu_arguments("/tmp/r.csv")[-1].split(","))
     assert "--section" not in profiling.ncu_arguments("/tmp/r.csv")
