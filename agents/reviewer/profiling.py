@@ -137,8 +137,9 @@ def ncu_counters() -> list[str]:
 # (2026-12: 1.0 s for a one-kernel matmul, 3.4-4.4 s for a ConvTranspose2d + GELU + GroupNorm forward).
 # A network of a hundred kernels then takes minutes: MobileNetV2's forward ran past the 17 s its run had
 # left and gave no profile at all. So only the forward's first kernels are profiled: all of a one-op or
-# fused forward's; on a longer forward the observations describe the longest of those first kernels, and nsight.confirm_runtime compares CUDA events with their sum, which
-# cannot exceed the whole forward's, so a time it rejects stays a time no honest forward takes.
+# fused forward's; on a longer forward the observations describe the longest of those first kernels,
+# and nsight.confirm_runtime compares CUDA events with their sum, which cannot exceed the whole
+# forward's, so a time it rejects stays a time no honest forward takes.
 NCU_KERNEL_CAP = 8
 
 
