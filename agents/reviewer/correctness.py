@@ -17,7 +17,7 @@ that a call left its inputs alone), and the extra input variants every candidate
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -293,22 +293,23 @@ def apply_variant(inputs: list[Any], variant: str | None) -> list[Any]:
     return inputs
 
 
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """`fn` applied to every tensor inside nested tuples and lists; everything else kept as it is."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(map_tensors(v, fn) for v in value)
+    return value
+
+
 def clone_tree(value: Any) -> Any:
     """A deep copy of tensors inside tuples/lists (inputs are cloned so each model gets its own)."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, (tuple, list)):
-        return type(value)(clone_tree(v) for v in value)
-    return value
+    return map_tensors(value, torch.Tensor.clone)
 
 
 def to_device(value: Any, device: torch.device) -> Any:
     """Move tensors to the device keeping their dtypes (integer and bool inputs stay as they are)."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (tuple, list)):
-        return type(value)(to_device(v, device) for v in value)
-    return value
+    return map_tensors(value, lambda t: t.to(device))
 
 
 def seeded_inputs(problem: Any, seed: int, device: torch.device, variant: str | None = None) -> list[Any]:

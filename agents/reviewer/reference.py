@@ -27,8 +27,8 @@ import torch
 
 from kskill.agents.reviewer import dynamic_checks as dyn
 from kskill.agents.reviewer.correctness import (
-    INPUT_VARIANTS, changed_leaves, clone_tree, fingerprint, flatten_outputs, max_abs_difference, needed_atol,
-    seeded_inputs, seeded_model, tolerance_for, weak_reference)
+    INPUT_VARIANTS, changed_leaves, clone_tree, fingerprint, flatten_outputs, map_tensors, max_abs_difference,
+    needed_atol, seeded_inputs, seeded_model, tolerance_for, weak_reference)
 from kskill.agents.reviewer.protocol import TIMING_SEED, VARIANT_SEED
 from kskill.agents.reviewer.runner import import_file
 from kskill.agents.reviewer.timing import time_cuda
@@ -140,7 +140,7 @@ class Reference:
     def _exact(self, exact_model: torch.nn.Module, trial: Trial) -> Any:
         inputs = seeded_inputs(self.problem, trial.seed, self.device, trial.variant)
         torch.manual_seed(trial.seed)
-        return exact_model(*_as_double(inputs))
+        return exact_model(*map_tensors(inputs, lambda t: t.double() if t.dtype.is_floating_point else t))
 
     def _floors_of(self, outputs: Any, exact: Any) -> tuple[list[float], str]:
         floors = []
@@ -222,15 +222,6 @@ class Reference:
     def sync(self) -> None:
         if self.cuda:
             torch.cuda.synchronize()
-
-
-def _as_double(value: Any) -> Any:
-    """Floating tensors as float64, inside lists and tuples; the rest as they are."""
-    if isinstance(value, torch.Tensor):
-        return value.double() if value.dtype.is_floating_point else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(_as_double(v) for v in value)
-    return value
 
 
 def _all_finite(value: Any) -> bool:
