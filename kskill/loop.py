@@ -529,7 +529,8 @@ def _learn(ctx: Ctx) -> str:
     if mode == "never":
         return "priors not updated (learn=never)"
     if mode == "auto" and not state.timings_representative:
-        return "priors not updated: the timings are not representative (no GPU); use learn=always to override"
+        return (f"priors not updated: timings representative: {state.timing_note}; "
+                "use learn=always to override")
     count = 0
     for a in state.attempts.values():
         if a.kind != "optimize" or not (a.bottleneck and a.technique) or a.parent is None:

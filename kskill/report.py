@@ -95,7 +95,7 @@ def report_markdown(state: RunState, data: dict[str, Any], plotted: bool) -> str
         f"- brain: {state.config.brain}; stopped because {state.stop_reason}",
         f"- result: {verdict(state)}",
         f"- returned: `{MODEL_FILE}` (attempt {data['best_attempt']}, {data['best_kind']})",
-        f"- timings representative: {'yes' if data['timings_representative'] else 'no (no GPU: the Triton interpreter)'}",
+        f"- timings representative: {state.timing_note}",
         f"- LLM usage: {usage.tokens} tokens in {usage.calls} call(s) ({usage.cached} cached), ${usage.cost_usd:.4f}",
         f"- skill base: {state.learned}", "",
         "## Trajectory", "",

@@ -181,6 +181,15 @@ class RunState:
         timed = [a.representative for a in self.attempts.values() if a.representative is not None]
         return bool(timed) and all(timed)
 
+    @property
+    def timing_note(self) -> str:
+        """`timings_representative` in words, telling a run that timed nothing from one without a GPU."""
+        if self.timings_representative:
+            return "yes"
+        if all(a.representative is None for a in self.attempts.values()):
+            return "none: no candidate was timed"
+        return "no (no GPU: the Triton interpreter)"
+
     def parents(self) -> list[AttemptRecord]:
         """Where the Planner starts from, in order: verified candidates fastest first; the reference
         only when no candidate is verified (the seed is its faithful stand-in otherwise)."""
