@@ -169,12 +169,23 @@ def _fx_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:
     import torch.fx
     from torch.utils.flop_counter import FlopCounterMode
 
+    from kskill.agents import recurrent_shapes
+
     traced = torch.fx.symbolic_trace(loaded.model)
     values: dict[str, Any] = {}
+    recurrent_flops = 0
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n: torch.fx.Node) -> Any:
-            values[n.name] = result = super().run_node(n)
+            nonlocal recurrent_flops
+            module = self.fetch_attr(n.target) if n.op == "call_module" else None
+            args = self.map_nodes_to_values(n.args, n) if module is not None else ()
+            if recurrent_shapes.shortcut_applies(module, args):
+                result = recurrent_shapes.meta_outputs(module, args[0])
+                recurrent_flops += recurrent_shapes.flops(module, args[0])
+            else:
+                result = super().run_node(n)
+            values[n.name] = result
             return result
 
     with FlopCounterMode(display=False) as counter:
@@ -205,7 +216,7 @@ def _fx_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:
             n.name, op, op_family(op, second_tensor), [a.name for a in tensor_args], constants, attrs,
             _shape(values[n.name]), [s for v in in_values if (s := _shape(v)) is not None],
             getattr(values[n.name], "itemsize", 0), sum(_nbytes(v) for v in in_values), param_operand))
-    return nodes, output, float(counter.get_total_flops())
+    return nodes, output, float(counter.get_total_flops() + recurrent_flops)
 
 
 def _export_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:

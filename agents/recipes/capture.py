@@ -20,6 +20,7 @@ import torch
 import torch.fx
 from torch import nn
 
+from kskill.agents import recurrent_shapes
 from kskill.agents.recipes.errors import CaptureError
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref, operand_code
 
@@ -109,7 +110,12 @@ class _MetaRecorder(torch.fx.Interpreter):
     """Runs the traced graph once and records every node's result kind, shape and dtype."""
 
     def run_node(self, n: torch.fx.Node) -> Any:
-        result = super().run_node(n)
+        module = self.fetch_attr(n.target) if n.op == "call_module" else None
+        args = self.map_nodes_to_values(n.args, n) if module is not None else ()
+        if recurrent_shapes.shortcut_applies(module, args):
+            result = recurrent_shapes.meta_outputs(module, args[0])  # not run step by step
+        else:
+            result = super().run_node(n)
         n.meta["kskill_value"] = result
         return result
 
