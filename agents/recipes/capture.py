@@ -62,7 +62,7 @@ _MODULE_OPS: dict[type, str] = {
     nn.HuberLoss: "huber_loss", nn.CrossEntropyLoss: "cross_entropy", nn.KLDivLoss: "kl_div",
     nn.HingeEmbeddingLoss: "hinge_embedding_loss", nn.TripletMarginLoss: "triplet_margin_loss",
     nn.CosineEmbeddingLoss: "cosine_embedding_loss", nn.CosineSimilarity: "cosine_similarity",
-    nn.PairwiseDistance: "pairwise_distance",
+    nn.PairwiseDistance: "pairwise_distance", nn.MultiheadAttention: "multihead_attention",
 }
 
 _MODULE_ATTRS = (
@@ -73,6 +73,7 @@ _MODULE_ATTRS = (
     "ceil_mode", "count_include_pad", "divisor_override", "return_indices", "output_size",
     "start_dim", "end_dim", "reduction", "delta", "ignore_index", "label_smoothing", "log_target",
     "training", "inplace", "margin", "swap", "norm", "keepdim",
+    "embed_dim", "num_heads", "head_dim", "batch_first", "add_zero_attn", "_qkv_same_embed_dim",
 )
 
 
@@ -232,6 +233,10 @@ def _canonical(fx_node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, 
         attrs = {a: getattr(module, a) for a in _MODULE_ATTRS if hasattr(module, a)}
         attrs["has_bias"] = getattr(module, "bias", None) is not None
         attrs["has_weight"] = getattr(module, "weight", None) is not None
+        if isinstance(module, nn.MultiheadAttention):
+            attrs.update(call_kwargs=kwargs, dropout_p=module.dropout, has_bias_kv=module.bias_k is not None,
+                         has_in_proj_bias=module.in_proj_bias is not None,
+                         has_out_proj_bias=module.out_proj.bias is not None)
         return Node(name, op, args, attrs, code=_call_text(Attr(fx_node.target).code, args, kwargs),
                     module=fx_node.target)
     if fx_node.op == "call_method":

@@ -7,6 +7,11 @@ exact on CUDA cores (`dot_precision="ieee"`, the default) or as "tf32x3" on tens
 operand split into a TF32 high part and remainder, three products summed; see gemm_epilogue_fusion),
 with larger tiles; "tf32" (one TF32 product) only where the tolerance admits ~1e-3 relative
 error. Causal masking is supported.
+
+An nn.MultiheadAttention layer whose attention weights go unused is rewritten the same way: its
+input and output projections stay library GEMMs (one packed GEMM when query, key and value are
+one tensor, as the layer itself does), and the heads' attention runs in the kernel, so the
+N x H x L x S weights that the layer materialises (and averages, to return them) are never built.
 """
 
 from __future__ import annotations
@@ -15,14 +20,16 @@ from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.gemm_epilogue_fusion import DOT_PRECISIONS
-from kskill.agents.recipes.graph import Graph, Node, Ref
+from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import first_operand, is_float
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import program_id, wide_index
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
 
 def attention_region(node: Node, graph: Graph) -> Region | None:
-    """SDPA calls, or matmul(softmax(matmul(q, k^T) * scale), v) with no mask."""
+    """SDPA calls, nn.MultiheadAttention layers, or matmul(softmax(matmul(q, k^T) * scale), v) with no mask."""
+    if node.op == "multihead_attention":
+        return _multihead_region(node, graph)
     if node.op == "scaled_dot_product_attention":
         at = node.attrs
         if at.get("attn_mask") is not None or at.get("dropout_p", 0.0) or at.get("enable_gqa"):
@@ -62,6 +69,43 @@ def attention_region(node: Node, graph: Graph) -> Region | None:
         if name != node.name and (graph.is_output(name) or len(graph.users(name)) != 1):
             return None
     return _attention(node, graph, q, k, v, scale, False, covers, True)
+
+
+# nn.MultiheadAttention.forward's parameters after query, key and value, and the values that keep
+# the layer plain attention (None: no mask; a name missing here may take any value).
+_MHA_PARAMETERS = ("key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal")
+_MHA_PLAIN = {"key_padding_mask": None, "attn_mask": None, "is_causal": False}
+
+
+def _multihead_region(node: Node, graph: Graph) -> Region | None:
+    """A batched nn.MultiheadAttention with packed projections, no masks, extra key/value biases,
+    zero attention or dropout, whose only use is its output (item 0; the weights go unused)."""
+    at = node.attrs
+    if (len(node.args) < 3 or not at.get("_qkv_same_embed_dim") or at.get("has_bias_kv") or at.get("add_zero_attn")
+            or (at.get("dropout_p") and at.get("training"))):
+        return None
+    called = {**dict(zip(_MHA_PARAMETERS, node.args[3:])), **at.get("call_kwargs", {})}
+    if any(name in _MHA_PLAIN and value != _MHA_PLAIN[name] for name, value in called.items()):
+        return None
+    def weights_unused(user: Node) -> bool:  # the output (item 0), or the weights (item 1) left unread
+        return user.op == "getitem" and (user.args[1:] == (0,) or (
+            user.args[1:] == (1,) and not graph.users(user.name) and not graph.is_output(user.name)))
+
+    if graph.is_output(node.name) or not all(weights_unused(graph.by_name[u]) for u in graph.users(node.name)):
+        return None
+    query, key, value = node.args[:3]
+    shapes = [graph.shape_of(t) for t in (query, key, value)]
+    embed, heads = at.get("embed_dim"), at.get("num_heads")
+    if any(s is None or len(s) != 3 or s[-1] != embed for s in shapes) or shapes[1] != shapes[2]:
+        return None
+    seq = (lambda s: (s[1], s[0])) if at.get("batch_first") else (lambda s: (s[0], s[1]))  # (length, batch)
+    (m, b), (n, b_k) = seq(shapes[0]), seq(shapes[1])
+    d = embed // heads
+    if b != b_k or d not in (16, 32, 64, 128) or not (isinstance(query, Ref) and is_float(graph.by_name[query.name])):
+        return None
+    return Region("attention", "flash_attention", node,
+                  extra={"q": query, "k": key, "v": value, "scale": d ** -0.5, "causal": False, "covers": [],
+                         "pattern": False, "dims": (b, heads, m, n, d), "multihead": node.module})
 
 
 def _attention(node: Node, graph: Graph, q: Any, k: Any, v: Any, scale: Any, causal: bool,
@@ -112,7 +156,6 @@ def {name}_kernel(q_ptr, k_ptr, v_ptr, o_ptr, SCALE: tl.constexpr, M: tl.constex
 
 def attention_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     b, h, m, n, d = region.extra["dims"]
-    q, k, v = region.extra["q"], region.extra["k"], region.extra["v"]
     precision = params.get("dot_precision", "ieee")
     if precision not in DOT_PRECISIONS:
         raise ValueError(f"dot_precision {precision!r}: use one of {DOT_PRECISIONS}")
@@ -122,24 +165,67 @@ def attention_unit(name: str, region: Region, graph: Graph, params: dict[str, An
         block_m, block_n = params.get("BLOCK_M", 64 if d <= 128 else 32), params.get("BLOCK_N", 64 if d <= 64 else 32)
     warps = params.get("num_warps", 4)
     stages = params.get("num_stages", 2)
+    launch = [f"    grid = (triton.cdiv({m}, {block_m}), {b * h})",
+              f"    {name}_kernel[grid](q, k, v, out, SCALE={float(region.extra['scale'])!r}, M={m}, N={n}, "
+              f"D={d}, CAUSAL={bool(region.extra['causal'])}, BLOCK_M={block_m}, BLOCK_N={block_n}, "
+              f"PRECISION={precision!r}, num_warps={warps}, num_stages={stages})"]
+    if region.extra.get("multihead"):
+        inputs, src = _multihead_launcher(name, region, launch)
+    else:
+        inputs, src = _attention_launcher(name, region, launch)
+    wide = wide_index((b, h, m, d), (b, h, n, d))
+    kernel = KERNEL.format(name=name, pid0=program_id(0, wide), pid1=program_id(1, wide))
+    return KernelUnit(name, kernel, "\n".join(src) + "\n", inputs, [region.anchor.name],
+                      {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps, "num_stages": stages,
+                       "dot_precision": precision},
+                      region.technique)
+
+
+def _attention_launcher(name: str, region: Region, launch: list[str]) -> tuple[list[Any], list[str]]:
+    """q, k and v as they are, made contiguous."""
+    b, h, m, n, d = region.extra["dims"]
+    q, k, v = region.extra["q"], region.extra["k"], region.extra["v"]
     names = [arg_name(t) for t in (q, k, v)]
     if len(set(names)) < 3:
         names = [f"{x}_{i}" for i, x in enumerate(names)]
     src = [f"def {name}({', '.join(names)}):"]
-    for nm, t in zip(names, (q, k, v)):
-        src.append(f"    {nm} = {nm}.contiguous()")
-    src += [f"    out = torch.empty(({b}, {h}, {m}, {d}), device={names[0]}.device, dtype={names[0]}.dtype)",
-            f"    grid = (triton.cdiv({m}, {block_m}), {b * h})",
-            f"    {name}_kernel[grid]({', '.join(names)}, out, SCALE={float(region.extra['scale'])!r}, M={m}, N={n}, "
-            f"D={d}, CAUSAL={bool(region.extra['causal'])}, BLOCK_M={block_m}, BLOCK_N={block_n}, PRECISION={precision!r}, "
-            f"num_warps={warps}, num_stages={stages})",
-            "    return out"]
-    wide = wide_index((b, h, m, d), (b, h, n, d))
-    kernel = KERNEL.format(name=name, pid0=program_id(0, wide), pid1=program_id(1, wide))
-    return KernelUnit(name, kernel, "\n".join(src) + "\n", [q, k, v], [region.anchor.name],
-                      {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps, "num_stages": stages,
-                       "dot_precision": precision},
-                      region.technique)
+    src += [f"    {var} = {nm}.contiguous()" for var, nm in zip("qkv", names)]
+    src += [f"    out = torch.empty(({b}, {h}, {m}, {d}), device=q.device, dtype=q.dtype)", *launch, "    return out"]
+    return [q, k, v], src
+
+
+def _multihead_launcher(name: str, region: Region, launch: list[str]) -> tuple[list[Any], list[str]]:
+    """nn.MultiheadAttention's own steps around the kernel: the packed input projection, heads split
+    out as (batch, heads, length, head_dim), the output projection; (output, None) is returned in
+    the layer's place, the weights being unused."""
+    b, h, m, n, d = region.extra["dims"]
+    module, at = region.extra["multihead"], region.anchor.attrs
+    e = h * d
+    biases = {"b_in": Attr(f"{module}.in_proj_bias") if at.get("has_in_proj_bias") else None,
+              "b_out": Attr(f"{module}.out_proj.bias") if at.get("has_out_proj_bias") else None}
+    present = [k for k, bias in biases.items() if bias is not None]
+    given = [region.extra[x] for x in "qkv"]
+    sources = list(dict.fromkeys(given))  # query, key and value, each tensor once
+    xs = [f"x{i}" for i in range(len(sources))]
+    inputs = [*sources, Attr(f"{module}.in_proj_weight"), Attr(f"{module}.out_proj.weight"), *(biases[k] for k in present)]
+    src = [f"def {name}({', '.join([*xs, 'w_in', 'w_out', *present])}):"]
+    src += [f"    {k} = None" for k in biases if k not in present]
+    if at.get("batch_first"):  # the layer works on (length, batch, embed)
+        src += [f"    {x} = {x}.transpose(0, 1)" for x in xs]
+    q_in, k_in, v_in = (xs[sources.index(t)] for t in given)
+    if len(sources) == 1:
+        src.append(f"    q, k, v = F.linear({q_in}, w_in, b_in).chunk(3, dim=-1)")
+    else:
+        src += ["    w_q, w_k, w_v = w_in.chunk(3)",
+                "    b_q, b_k, b_v = b_in.chunk(3) if b_in is not None else (None, None, None)",
+                f"    q, k, v = F.linear({q_in}, w_q, b_q), F.linear({k_in}, w_k, b_k), F.linear({v_in}, w_v, b_v)"]
+    src += [f"    q = q.reshape({m}, {b * h}, {d}).transpose(0, 1).reshape({b}, {h}, {m}, {d}).contiguous()",
+            f"    k = k.reshape({n}, {b * h}, {d}).transpose(0, 1).reshape({b}, {h}, {n}, {d}).contiguous()",
+            f"    v = v.reshape({n}, {b * h}, {d}).transpose(0, 1).reshape({b}, {h}, {n}, {d}).contiguous()",
+            f"    out = torch.empty(({b}, {h}, {m}, {d}), device=q.device, dtype=q.dtype)", *launch,
+            f"    out = F.linear(out.permute(2, 0, 1, 3).reshape({m * b}, {e}), w_out, b_out).view({m}, {b}, {e})"]
+    src.append("    return out.transpose(0, 1), None" if at.get("batch_first") else "    return out, None")
+    return inputs, src
 
 
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
@@ -155,7 +241,8 @@ class FlashAttention(AnchorRecipe):
         return attention_region(node, graph)
 
     def absent_reason(self) -> str:
-        return "no scaled_dot_product_attention call nor matmul-softmax-matmul pattern without mask/dropout"
+        return ("no scaled_dot_product_attention call, matmul-softmax-matmul pattern or nn.MultiheadAttention "
+                "layer without mask/dropout (and, for the layer, with its attention weights unused)")
 
 
 RECIPE = FlashAttention()
