@@ -4,7 +4,8 @@
 # previous round (kb20-h200-s28) did not reach come first, levels interleaved; the nine it measured
 # follow, those whose result its Reviewer changes could move (a numeric failure there) first.
 # Each problem and setting has its own results folder, /tmp/pairs/{def,exh}/levelN-M.
-# usage: bash eval/runs/kb20-h200-s29/run.sh LAST_START_S   (starts no invocation after LAST_START_S s)
+# usage: bash eval/runs/kb20-h200-s29/run.sh LAST_START_S [levelN/M ...]
+#   starts no invocation after LAST_START_S s; runs the problems named, else the whole ORDER below
 # The state lives in /tmp/pairs, which a warm machine keeps between calls. A fresh machine starts
 # from .gpustate when a call carries it (an earlier call's state.tgz, its folder `pairs` renamed).
 # Run it from the checkout's root, with .whl (the dependencies and a kskill wheel) and .kb carried.
@@ -21,6 +22,7 @@ export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH KSKILL_HOME=$S/kh PYTHONUNB
 echo "setup done at ${SECONDS}s"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 ORDER="level1/79 level2/50 level3/25 level1/84 level2/54 level1/94 level2/55 level3/31 level1/97 level2/68 level3/42
        level1/18 level2/29 level3/20 level1/30 level2/2 level1/34 level2/19 level1/65 level2/38"
+[ $# -gt 1 ] && ORDER="${*:2}"  # the problems given after LAST_START_S, in their order, instead
 for p in $ORDER; do
   for setting in def exh; do
     d=$S/$setting/${p/\//-}
