@@ -20,6 +20,7 @@ from kskill.graph_schema import queries
 from kskill.graph_schema.store import GraphStore
 
 MAX_EVIDENCE = 6
+SAME_CODE = "gives the same code as"  # why a variant has no child: its code is another attempt's
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Optimizer:
                 same = known(digest)
                 if same is not None or digest in written:
                     what = f"attempt {same}" if same is not None else f"the {written[digest]} child"
-                    out.not_written[variant.key or choice.technique] = f"gives the same code as {what}"
+                    out.not_written[variant.key or choice.technique] = f"{SAME_CODE} {what}"
                     continue
                 written[digest] = variant.key or choice.technique
                 out.children.append(Child(choice, variant, draft, usage=self.brain.used - before))

@@ -205,6 +205,7 @@ def _optimize_fields(summary: dict[str, Any] | None) -> dict[str, Any]:
             "cost_usd": usage.get("cost_usd"),
             # Each attempt's technique, variant and failure too, so that a row alone says why one failed.
             "trajectory": [{key: t.get(key) for key in TRAJECTORY_KEYS} for t in s.get("trajectory", [])],
+            "not_written": s.get("not_written") or {},  # planned, and no code written for it: why
             "review_batches": s.get("review_batches") or [], "confirm_batch": s.get("confirm_batch") or {},
             "optimize_elapsed_s": s.get("elapsed_s"), "optimize_loop_began_s": s.get("loop_began_s"),
             "optimize_step_seconds": s.get("step_seconds") or {}}

@@ -23,6 +23,8 @@ KERNELSKILL_CITATION = ("Sun et al., KernelSkill: A Multi-Agent Framework for GP
                         "arXiv:2603.10085 (2026)")
 # `kskill eval compare`: A counts as reaching B within this share of B's speedup.
 WITHIN = 0.03
+# The report names a reason for every problem where kskill is below this share of torch.compile's speed.
+BELOW_COMPILE = 0.9
 
 
 @dataclass
@@ -182,6 +184,37 @@ def problems_section(rows: list[dict[str, Any]], modes: list[str]) -> Section:
     return Section("Problems", blocks)
 
 
+def below_compile_section(rows: list[dict[str, Any]], mode: str) -> Section | None:
+    """Each problem kskill solved below BELOW_COMPILE of torch.compile's speed (compile correct at
+    1e-4), with the reason its run gives: what it returned, what failed, what was planned and not written."""
+    slow = [r for r in rows if r.get(f"compile_{mode}_correct_strict") and r.get("correct_strict")
+            and (r.get(f"speedup_compile_{mode}") or 1.0) < BELOW_COMPILE]
+    if not slow:
+        return None
+    lines = [f"- `{r['problem']}`: {fmt(r[f'speedup_compile_{mode}'], '.2f', 'x')} of torch.compile ({mode}); "
+             f"{below_reason(r)}" for r in slow]
+    return Section(f"Below {BELOW_COMPILE}x of torch.compile, and why", lines)
+
+
+def below_reason(row: dict[str, Any]) -> str:
+    """Why a run's result is what it is, in its own records' words."""
+    if row.get("returned_reference"):
+        parts = [f"returned the reference (stopped: {row.get('stop_reason') or '-'})"]
+    else:
+        parts = [f"best {row.get('techniques') or '-'}, {fmt(row.get('speedup_eager'), '.2f', 'x')} of eager"
+                 f" (stopped: {row.get('stop_reason') or '-'})"]
+    failed: dict[str, int] = {}
+    for step in row.get("trajectory") or []:
+        if step.get("status") not in ("verified", "unreviewed", "pending", None):
+            failed[step["status"]] = failed.get(step["status"], 0) + 1
+    if failed:
+        parts.append("attempts failed: " + ", ".join(f"{n} {status}" for status, n in sorted(failed.items())))
+    unwritten = [f"{key} ({why})" for key, why in (row.get("not_written") or {}).items()]
+    if unwritten:
+        parts.append("planned, no code written: " + "; ".join(unwritten))
+    return "; ".join(parts)
+
+
 def build_report(meta: dict[str, Any], summary: dict[str, Any], rows: list[dict[str, Any]],
                  out: Path) -> list[Section]:
     modes = list(meta["settings"]["compile_modes"])
@@ -200,7 +233,8 @@ def build_report(meta: dict[str, Any], summary: dict[str, Any], rows: list[dict[
     sections.append(Section("Figures", [Figure(path, PLOTS[name]) for name, path in figures.items()]
                             or ["No figure: nothing was timed and correct."]))
     sections.append(problems_section(rows, modes))
-    return sections
+    below = below_compile_section(rows, modes[0]) if modes else None
+    return sections + ([below] if below else [])
 
 
 # ------------------------------------------------------------------------------ rendering

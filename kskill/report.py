@@ -37,6 +37,7 @@ def summary(state: RunState) -> dict[str, Any]:
         "loop_began_s": None if state.loop_began_s is None else round(state.loop_began_s, 2),
         "step_seconds": {k: round(v, 2) for k, v in state.step_seconds.items()},
         "trajectory": [trajectory_row(state, n) for n in sorted(state.attempts)],
+        "not_written": state.not_written(),
     }
 
 

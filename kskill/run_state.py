@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kskill.agents.brains.base import Draft, Fallback, TrajectoryStep, Usage
+from kskill.agents.optimizer import SAME_CODE
 from kskill.agents.planner import MIN_GAIN
 from kskill.agents.problem import Problem, load_problem
 from kskill.agents.reviewer import Review
@@ -189,6 +190,16 @@ class RunState:
         if all(a.representative is None for a in self.attempts.values()):
             return "none: no candidate was timed"
         return "no (no GPU: the Triton interpreter)"
+
+    def not_written(self) -> dict[str, str]:
+        """Each technique or variant that a plan chose and the brain wrote no code for, with why (the
+        first reason given, from whichever parent); one whose code was another attempt's is left out."""
+        reasons: dict[str, str] = {}
+        for declined in self.declined.values():
+            for key, why in declined.items():
+                if not why.startswith(SAME_CODE):
+                    reasons.setdefault(key, why)
+        return dict(sorted(reasons.items()))
 
     def parents(self) -> list[AttemptRecord]:
         """Where the Planner starts from, in order: verified candidates fastest first; the reference

@@ -125,3 +125,22 @@ def test_the_summary_says_no_run_overran_instead_of_a_negative_overrun():
     assert _overrun(-17.1) == "no run went past its time limit (the longest ended 17.1 s before it)"
     assert _overrun(13.2) == "largest overrun of the time limit 13.2 s"
     assert _overrun(None) == "no time limit"
+
+
+def test_the_report_names_a_reason_for_each_problem_below_torch_compile(tmp_path):
+    slow = SuiteProblem("level3/9_slow", 3, Path("/x/level3/9_slow.py"))
+    summary = {**optimize_summary(False, 1.0), "not_written": {"flash_attention": "no attention layer it can read"}}
+    row = compose_row(slow, SETTINGS, summary, "", worker_result(2.0, None, 1.0), "class ModelNew: ...\n", None, {})
+    folder = ResultsDir(tmp_path)
+    composed = [*rows(), row]
+    folder.begin({"suite": "/x", "selection": [r["problem"] for r in composed], "settings": asdict(SETTINGS),
+                  "sample": {}}, resume=False)
+    for r in composed:
+        folder.write_row(r["problem"].replace("/", "__"), r)
+    finalize(tmp_path)
+    report = (tmp_path / "report.md").read_text().split("## Below 0.9x of torch.compile, and why")
+    assert len(report) == 2  # level1/1_a is 2x torch.compile; b's and c's results are not both correct
+    assert report[1].strip().splitlines() == [
+        "- `level3/9_slow`: 0.50x of torch.compile (default); returned the reference (stopped: iteration budget "
+        "spent); attempts failed: 1 numeric; planned, no code written: flash_attention (no attention layer it "
+        "can read)"]
