@@ -244,6 +244,40 @@ class Bench:
                                       "inputs_cloned_per_contender": self.mutates_inputs}
 
 
+    def kernels(self, slower_than: float = 0.9, top: int = 5) -> None:
+        """Where kskill's module is below `slower_than` of a torch.compile mode's speed, one profiled
+        call of each (torch.profiler, CUDA kernels only): the kernels each launches, the slowest
+        first, so the report can say what torch.compile does differently."""
+        stats = (self.result.data.get("timing") or {}).get("stats") or {}
+        mine = (stats.get(KSKILL) or {}).get("median_ms")
+        rivals = [n for n in stats if n.startswith("compile_") and mine
+                  and stats[n]["median_ms"] < slower_than * mine and n in self.models]
+        if self.device.type != "cuda" or not rivals:
+            return
+        self.result.at("kernels")
+        from torch.profiler import ProfilerActivity, profile
+
+        shared = self.inputs(self.seed + 100)
+        breakdown = {}
+        for name in [KSKILL, *rivals]:
+            args = correctness.clone_tree(shared) if self.mutates_inputs else shared
+            self.call(name, self.models[name], args)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                self.call(name, self.models[name], args)
+                torch.cuda.synchronize()
+            per_kernel: dict[str, list[float]] = {}
+            for event in prof.events():
+                if event.device_type == torch.autograd.DeviceType.CUDA:
+                    per_kernel.setdefault(event.name, []).append(event.time_range.elapsed_us())
+            ranked = sorted(per_kernel.items(), key=lambda item: -sum(item[1]))
+            breakdown[name] = {"launches": sum(len(v) for v in per_kernel.values()),
+                               "gpu_ms": round(sum(sum(v) for v in per_kernel.values()) / 1000, 4),
+                               "top": [{"name": k[:120], "calls": len(v), "ms": round(sum(v) / 1000, 4)}
+                                       for k, v in ranked[:top]]}
+        self.result.data["kernels"] = breakdown
+
+
 def run(job: dict[str, Any], result: Result) -> None:
     bench = Bench(job, result)
     bench.load_reference()
@@ -267,6 +301,10 @@ def run(job: dict[str, Any], result: Result) -> None:
             raise
         except Exception as exc:  # the correctness results stand; the timing says why it is missing
             result.data["timing_error"] = f"{type(exc).__name__}: {exc}"[:600]
+        try:
+            bench.kernels()
+        except Exception as exc:  # a diagnosis only: the results above stand without it
+            result.data["kernels_error"] = f"{type(exc).__name__}: {exc}"[:600]
 
 
 def prepare(device: str) -> None:

@@ -212,7 +212,17 @@ def below_reason(row: dict[str, Any]) -> str:
     unwritten = [f"{key} ({why})" for key, why in (row.get("not_written") or {}).items()]
     if unwritten:
         parts.append("planned, no code written: " + "; ".join(unwritten))
+    parts += [f"{'kskill' if name == 'kskill' else name.replace('_', ' ', 1)}'s call: {kernel_text(k)}"
+              for name, k in (row.get("kernels") or {}).items()]
     return "; ".join(parts)
+
+
+def kernel_text(kernels: dict[str, Any]) -> str:
+    """One profiled call's kernels: how many, their GPU time, the slowest three."""
+    top = ", ".join(f"{k['name'][:60]} {k['ms']:.3f} ms" + (f" x{k['calls']}" if k["calls"] > 1 else "")
+                    for k in kernels.get("top", [])[:3])
+    n = kernels.get("launches")
+    return f"{n} kernel{'' if n == 1 else 's'}, {kernels.get('gpu_ms', 0):.3f} ms on the GPU ({top})"
 
 
 def build_report(meta: dict[str, Any], summary: dict[str, Any], rows: list[dict[str, Any]],

@@ -45,6 +45,18 @@ def test_eager_every_compile_mode_and_a_triton_module_timed_together_with_cuda_e
     assert result["versions"]["device_name"] == torch.cuda.get_device_name()
 
 
+def test_a_module_slower_than_torch_compile_gets_the_kernels_of_one_call_of_each(tmp_path):
+    slow = FIXTURES / "eval" / "relu_four_passes.py"
+    result = run_baselines(RELU_LARGE, slow, BaselineSettings(device="cuda", compile_modes=("default",)),
+                           tmp_path / "work")
+    assert result["finished"] and not result.get("kernels_error"), json.dumps(result)[-3000:]
+    kernels = result["kernels"]
+    assert set(kernels) == {"kskill", "compile_default"}
+    assert kernels["kskill"]["launches"] >= 4 > kernels["compile_default"]["launches"] >= 1
+    assert kernels["kskill"]["gpu_ms"] > kernels["compile_default"]["gpu_ms"] > 0
+    assert kernels["kskill"]["top"][0]["calls"] == 4
+
+
 def test_kskill_eval_end_to_end_on_two_problems(tmp_path):
     suite = tmp_path / "suite" / "level1"
     suite.mkdir(parents=True)

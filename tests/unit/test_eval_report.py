@@ -130,7 +130,11 @@ def test_the_summary_says_no_run_overran_instead_of_a_negative_overrun():
 def test_the_report_names_a_reason_for_each_problem_below_torch_compile(tmp_path):
     slow = SuiteProblem("level3/9_slow", 3, Path("/x/level3/9_slow.py"))
     summary = {**optimize_summary(False, 1.0), "not_written": {"flash_attention": "no attention layer it can read"}}
-    row = compose_row(slow, SETTINGS, summary, "", worker_result(2.0, None, 1.0), "class ModelNew: ...\n", None, {})
+    kernels = {"kskill": {"launches": 4, "gpu_ms": 2.0, "top": [{"name": "relu_kernel", "calls": 4, "ms": 2.0}]},
+               "compile_default": {"launches": 1, "gpu_ms": 0.5, "top": [{"name": "triton_poi_fused_relu_0",
+                                                                          "calls": 1, "ms": 0.5}]}}
+    row = compose_row(slow, SETTINGS, summary, "", {**worker_result(2.0, None, 1.0), "kernels": kernels},
+                      "class ModelNew: ...\n", None, {})
     folder = ResultsDir(tmp_path)
     composed = [*rows(), row]
     folder.begin({"suite": "/x", "selection": [r["problem"] for r in composed], "settings": asdict(SETTINGS),
@@ -143,4 +147,5 @@ def test_the_report_names_a_reason_for_each_problem_below_torch_compile(tmp_path
     assert report[1].strip().splitlines() == [
         "- `level3/9_slow`: 0.50x of torch.compile (default); returned the reference (stopped: iteration budget "
         "spent); attempts failed: 1 numeric; planned, no code written: flash_attention (no attention layer it "
-        "can read)"]
+        "can read); kskill's call: 4 kernels, 2.000 ms on the GPU (relu_kernel 2.000 ms x4); compile default's "
+        "call: 1 kernel, 0.500 ms on the GPU (triton_poi_fused_relu_0 0.500 ms)"]
