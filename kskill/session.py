@@ -11,6 +11,7 @@ import functools
 import re
 import secrets
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -135,7 +136,10 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
                             hidden_paths=[str(settings.home)])
     if review_fn is None:
         require_isolation(options)
+    # The re-timing at the end compiles afresh: what it times is the returned code alone.
     timing_only = options.model_copy(update={"trials": 1, "input_variants": False, "profile": False})
+    if config.brain == "recipes":  # trusted code: its batches share compiled kernels (reviewer/kernel_cache.py)
+        options = options.model_copy(update={"kernel_cache": _kernel_cache()})
     return Deps(
         trajectory=Trajectory(store),
         planner=Planner(store, fallback=techniques if retriever else None),
@@ -174,9 +178,21 @@ def resume(store: GraphStore, settings: Settings, run_id: str, iterations: int |
     return _run(state, build_deps(store, settings, state.config, **deps_options))
 
 
+_kernel_caches: list[Path] = []  # made for the runs of this process, removed when a run ends
+
+
+def _kernel_cache() -> str:
+    folder = Path(tempfile.mkdtemp(prefix="kskill-kernels-"))
+    _kernel_caches.append(folder)
+    return str(folder)
+
+
 def _run(state: RunState, deps: Deps) -> RunState:
-    """The loop, then the end of any judge kept warm for a batch that will not come."""
+    """The loop, then the end of any judge kept warm for a batch that will not come, and of the
+    compiled kernels kept for later batches."""
     try:
         return run_loop(state, deps)
     finally:
         close_warm()
+        while _kernel_caches:
+            shutil.rmtree(_kernel_caches.pop(), ignore_errors=True)

@@ -24,10 +24,11 @@ from pydantic import ValidationError
 
 from kskill.agents.errors import ProblemError, ReviewError
 from kskill.agents.problem import Candidate, Problem, load_candidate, load_problem
-from kskill.agents.reviewer import nsight, profiling
+from kskill.agents.reviewer import kernel_cache, nsight, profiling
 from kskill.agents.reviewer.batch import CUDA_PROBE, WARM_LIMIT_S, BatchRun, Entry, Started, start_warm, take_warm
 from kskill.agents.reviewer.models import Correctness, Flag, Isolation, Review, ReviewOptions, Timing
 from kskill.agents.reviewer.sandbox import SandboxChoice, SandboxOutcome, require_sandbox
+from kskill.agents.reviewer.sandbox_layout import TRITON_CACHE
 from kskill.agents.reviewer.static_checks import check_source, claimed_kernels
 
 log = logging.getLogger(__name__)
@@ -122,11 +123,15 @@ def review_batch(problem: str | Path | Problem, candidates: Sequence[str | Path 
         workdir = warm.workdir if warm is not None else Path(tempfile.mkdtemp(prefix="kskill-review-"))
         if keep_warm:
             start_warm(options, device)
+        if options.kernel_cache:
+            kernel_cache.copy_new(Path(options.kernel_cache), workdir / TRITON_CACHE)
         try:
             SandboxedBatch(problem, loaded, bases, options, device, workdir, deadline, delivery, warm).run()
         finally:
             if warm is not None:
                 warm.end()  # done already, unless the batch failed before giving it its job
+            if options.kernel_cache:
+                kernel_cache.copy_new(workdir / TRITON_CACHE, Path(options.kernel_cache))
             if not options.keep_workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
     return delivery.done()

@@ -50,6 +50,8 @@ class ReviewOptions(BaseModel):
     unsandboxed_ok: bool = Field(False, description="where no sandbox works, run without one (trusted code only)")
     hidden_paths: list[str] = Field(default_factory=list, description="private paths the sandbox must never show")
     keep_workdir: bool = False
+    kernel_cache: str | None = Field(None, description="a folder that carries compiled Triton kernels from one "
+                                     "batch to the next (kernel_cache.py); for trusted code only")
 
 
 class Flag(BaseModel):

@@ -62,9 +62,12 @@ def allowed_environment(base: Mapping[str, str], extra: Mapping[str, str]) -> tu
     return env, passed, dropped
 
 
+TRITON_CACHE = "triton_cache"  # where, under a workdir, the sandbox's Triton compiles to
+
+
 def workspace_environment(workdir: Path) -> dict[str, str]:
     """Per-candidate home, temp, build and cache directories, created under the candidate's workdir."""
-    dirs = {"HOME": "home", "TMPDIR": "tmp", "TORCH_EXTENSIONS_DIR": "build", "TRITON_CACHE_DIR": "triton_cache",
+    dirs = {"HOME": "home", "TMPDIR": "tmp", "TORCH_EXTENSIONS_DIR": "build", "TRITON_CACHE_DIR": TRITON_CACHE,
             "TRITON_HOME": "home", "TORCHINDUCTOR_CACHE_DIR": "inductor_cache", "CUDA_CACHE_PATH": "cuda_cache",
             "XDG_CACHE_HOME": "cache"}
     env = {}

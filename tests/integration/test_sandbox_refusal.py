@@ -2,6 +2,7 @@
 code) are refused before anything runs, unless --unsafe-no-sandbox says otherwise; the recipe
 brain's own code still runs. "No sandbox" is made by offering kskill no sandbox tool."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,17 @@ def test_the_llm_brain_needs_a_sandbox_or_the_flag_and_the_recipe_brain_does_not
         build_deps(store, settings, llm, brain=brain)
     build_deps(store, settings, llm, brain=brain, unsafe_no_sandbox=True)
     build_deps(store, settings, LoopConfig(retrieval="off", device="cpu"))
+
+
+def test_recipe_runs_carry_compiled_kernels_between_batches_and_llm_runs_do_not(store):
+    """The recipe brain's code is kskill's own: its batches share a kernel cache. An LLM's candidates
+    could plant a kernel for a later one, so theirs do not; nor does the re-timing at the end."""
+    settings = load_settings()
+    recipes = build_deps(store, settings, LoopConfig(retrieval="off", device="cpu"))
+    cache = recipes.review_batch.keywords["options"].kernel_cache
+    assert cache and Path(cache).is_dir()
+    assert recipes.confirm_batch.keywords["options"].kernel_cache is None
+    llm = build_deps(store, settings, LoopConfig(brain="llm", retrieval="off", device="cpu"), brain=RecipeBrain(),
+                     unsafe_no_sandbox=True)
+    assert llm.review_batch.keywords["options"].kernel_cache is None
+    shutil.rmtree(cache)  # a run removes it at its end; these deps run nothing

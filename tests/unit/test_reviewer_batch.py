@@ -147,3 +147,33 @@ def test_a_warm_judge_reviews_the_next_batch_and_none_outlives_close_warm(tmp_pa
     cold, warm = first[0].profile["batch"]["phases"]["start"], second[1].profile["batch"]["phases"]["start"]
     assert warm < 0.5 * cold, (warm, cold)
     assert not _processes_under(tmp_path) and not list(tmp_path.iterdir())
+
+
+USES_KERNEL_CACHE = """import os
+import pathlib
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        cache = pathlib.Path(os.environ["TRITON_CACHE_DIR"])
+        if not (cache / "planted" / "kernel.cubin").exists():
+            raise RuntimeError("the kernel of an earlier batch is not in this batch's cache")
+        (cache / "compiled_here").mkdir(exist_ok=True)
+        (cache / "compiled_here" / "kernel.cubin").write_bytes(b"new")
+        return torch.relu(x)
+"""
+
+
+def test_a_kernel_cache_carries_compiled_kernels_into_a_batch_and_its_new_ones_out(tmp_path):
+    cache = tmp_path / "kernels"
+    (cache / "planted").mkdir(parents=True)
+    (cache / "planted" / "kernel.cubin").write_bytes(b"old")
+    options = ReviewOptions(device="cpu", static_checks=False, profile=False, kernel_cache=str(cache))
+    [review] = review_batch(RELU, [USES_KERNEL_CACHE], options)
+    assert review.passed, review.failure_message
+    assert sorted(p.name for p in cache.iterdir()) == ["compiled_here", "planted"]
+    [without] = review_batch(RELU, [USES_KERNEL_CACHE], options.model_copy(update={"kernel_cache": None}))
+    assert not without.passed and "not in this batch's cache" in without.failure_message
