@@ -5,6 +5,10 @@ keeps its parent's kernels would compile all of them again: on a network whose e
 is a kernel, that is most of a batch. With a kernel cache folder, the parent copies its entries into
 a batch's cache before the batch and copies the batch's new entries back after it.
 
+Triton finds a kernel's files through a group file (`__grp__<name>.json`) that names them by
+absolute path, so a copied entry's group file is rewritten to name the copies; a group that names a
+file the entry lacks is dropped, and Triton compiles that kernel again.
+
 Only for trusted code (the recipe brain's): a candidate that can write its cache can plant a
 compiled kernel that a later candidate loads. The copy itself trusts nothing it reads: entries
 already present are never replaced, and only plain files and folders are copied (never a link,
@@ -13,6 +17,7 @@ which could point the next sandbox at a file of the host), up to a size budget.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -49,7 +54,24 @@ def copy_new(source: Path, target: Path, max_bytes: int = MAX_BYTES) -> int:
         partial = target / f".{entry.name}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         shutil.copytree(entry, partial, symlinks=True)
+        for group in partial.glob("__grp__*.json"):
+            _point_group_at(group, target / entry.name)
         os.replace(partial, target / entry.name)
         used += size
         copied += 1
     return copied
+
+
+def _point_group_at(group: Path, entry: Path) -> None:
+    """Rewrite a group file's paths to the files of the same names in `entry` (where the copy will
+    be), or remove it if one of them is missing there or it cannot be read."""
+    try:
+        children = json.loads(group.read_text())["child_paths"]
+        moved = {name: str(entry / Path(path).name) for name, path in children.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        group.unlink()
+        return
+    if all((group.parent / Path(path).name).is_file() for path in moved.values()):
+        group.write_text(json.dumps({"child_paths": moved}))
+    else:
+        group.unlink()
