@@ -243,7 +243,6 @@ class Bench:
                                       "method": "cuda_events" if self.device.type == "cuda" else "perf_counter",
                                       "inputs_cloned_per_contender": self.mutates_inputs}
 
-
     def kernels(self, slower_than: float = 0.9, top: int = 5) -> None:
         """Where kskill's module is below `slower_than` of a torch.compile mode's speed, one profiled
         call of each (torch.profiler, CUDA kernels only): the kernels each launches, the slowest

@@ -87,6 +87,7 @@ def _multihead_region(node: Node, graph: Graph) -> Region | None:
     called = {**dict(zip(_MHA_PARAMETERS, node.args[3:])), **at.get("call_kwargs", {})}
     if any(name in _MHA_PLAIN and value != _MHA_PLAIN[name] for name, value in called.items()):
         return None
+
     def weights_unused(user: Node) -> bool:  # the output (item 0), or the weights (item 1) left unread
         return user.op == "getitem" and (user.args[1:] == (0,) or (
             user.args[1:] == (1,) and not graph.users(user.name) and not graph.is_output(user.name)))
@@ -189,7 +190,7 @@ def _attention_launcher(name: str, region: Region, launch: list[str]) -> tuple[l
     if len(set(names)) < 3:
         names = [f"{x}_{i}" for i, x in enumerate(names)]
     src = [f"def {name}({', '.join(names)}):"]
-    src += [f"    {var} = {nm}.contiguous()" for var, nm in zip("qkv", names)]
+    src.append(f"    q, k, v = {', '.join(f'{nm}.contiguous()' for nm in names)}")  # one statement: names may cross
     src += [f"    out = torch.empty(({b}, {h}, {m}, {d}), device=q.device, dtype=q.dtype)", *launch, "    return out"]
     return [q, k, v], src
 

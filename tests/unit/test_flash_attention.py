@@ -11,6 +11,12 @@ def test_sdpa(causal):
     assert check(src, ["flash_attention"], {"launch": {"_attention_0": {"BLOCK_M": 16, "BLOCK_N": 16}}}).applied == ["flash_attention"]
 
 
+def test_sdpa_whose_operands_bear_each_others_names():
+    src = problem("class Model(nn.Module):\n    def forward(self, q, k, v):\n        return F.scaled_dot_product_attention(k, q, v)\n",
+                  "[torch.randn(1, 2, 11, 16), torch.randn(1, 2, 13, 16), torch.randn(1, 2, 11, 16)]")
+    assert check(src, ["flash_attention"], {"launch": {"_attention_0": {"BLOCK_M": 16, "BLOCK_N": 16}}}).applied == ["flash_attention"]
+
+
 def test_pattern():
     model = '''class Model(nn.Module):
     def forward(self, q, k, v):
