@@ -1,5 +1,5 @@
 """Recipe-brain candidates on a real GPU: every suite problem, the deepest lineage the search writes in
-every variant of the skill base (tests/unit/lineage_support.py), fp32 1e-4."""
+every variant of the skill base (kskill.eval.lineage), fp32 1e-4."""
 
 import importlib.util
 from pathlib import Path
@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kskill.agents.recipes import build_candidate
+from kskill.eval.lineage import lineage_candidates
 
 pytestmark = pytest.mark.gpu
 SUITE = sorted((Path(__file__).parents[2] / "eval" / "problems").glob("[0-9]*.py"))
@@ -35,12 +36,10 @@ def _inputs(problem, seed):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("path", SUITE, ids=[p.stem for p in SUITE])
 def test_suite_candidates_match_reference(path, tmp_path):
-    # Loaded by path: the unit tests' other helpers switch Triton to its interpreter on import.
-    lineage = _load(Path(__file__).parents[1] / "unit" / "lineage_support.py", "lineage_support")
     source = path.read_text()
     problem = _load(path, f"p_{path.stem}")
     ref = _build(problem, problem.Model)
-    built = lineage.lineage_candidates(source)
+    built = lineage_candidates(source)
     built += [(t + ["cuda_graph"], p) for t, p in built]
     for i, (techniques, params) in enumerate(built):
         cand = build_candidate(source, techniques, params)

@@ -1,0 +1,27 @@
+"""sanitizer_check's own logic without a GPU: the candidates it writes, and how it files the sanitizer's
+report lines under the candidate whose kernels ran when they came (its GPU run: tests/gpu)."""
+
+import json
+
+import recipe_support  # noqa: F401  (sets TRITON_INTERPRET before the recipes define their kernels)
+
+from kskill.eval import sanitizer_check as sc
+from kskill.eval.lineage import SMALL, SUITE, lineage_candidates, shrink
+
+
+def test_it_writes_the_lineage_of_each_problem_and_its_cuda_graph_form(tmp_path):
+    listed = sc.build(tmp_path, ["07_softmax_rows"])
+    lineage = lineage_candidates(shrink((SUITE / "07_softmax_rows.py").read_text(), SMALL["07_softmax_rows"]))
+    assert [(e["techniques"], e["params"]) for e in listed] == lineage + [(lineage[0][0] + ["cuda_graph"], lineage[0][1])]
+    assert json.loads((tmp_path / "candidates.json").read_text()) == listed
+    assert all("class ModelNew" in open(e["path"]).read() for e in listed)
+
+
+def test_report_lines_are_filed_under_the_candidate_running_and_a_stopped_child_names_its_candidate():
+    listed = [{"n": i, "errors": [], "status": "not run"} for i in range(3)]
+    output = "\n".join([f"{sc.BEGIN} 0", "its own print", f"{sc.END} 0", f"{sc.BEGIN} 1",
+                        "========= Invalid __global__ read of size 4 bytes",
+                        "=========     at 0x10 in k.py:3:_norm_0_stats", "========= ERROR SUMMARY: 1 error"])
+    assert sc.attribute(output, listed) == 1
+    assert [e["status"] for e in listed] == ["clean", "ran", "not run"]
+    assert listed[1]["errors"] == ["Invalid __global__ read of size 4 bytes", "at 0x10 in k.py:3:_norm_0_stats"]
