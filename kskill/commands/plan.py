@@ -11,10 +11,12 @@ from kskill.app import App, FiniteFloat, console, gpu_option, json_option, pass_
 from kskill.agents.errors import AgentError
 from kskill.agents.observe import gather, read_observations_file
 from kskill.agents.planner import Plan, Planner
-from kskill.agents.problem import load_candidate
+from kskill.agents.problem import Problem, load_candidate, load_problem
 
 path_type = click.Path(exists=True, dir_okay=False, path_type=Path)
 INT64 = range(-(2**63), 2**63)  # what the graph stores can hold as an integer
+# Without CUDA, a reference whose inputs, parameters and outputs hold more than this is not run on the CPU.
+CPU_RUN_LIMIT = 2**30
 
 
 @click.command()
@@ -37,16 +39,17 @@ def plan(app: App, problem: Path, candidate: Path | None, observations_file: Pat
          as_json: bool) -> None:
     """Which skills apply, and why: bottlenecks matched, techniques chosen with their variants,
     alternatives rejected. The problem is checked first as `optimize` checks it: its reference must
-    run on its own inputs. PROBLEM is trusted code, like `python PROBLEM`: kskill runs it to capture
-    the model's graph. CANDIDATE is only read, never run."""
-    from kskill.problem_check import runnable_problem
-
+    run on its own inputs (on a machine without CUDA, unless they are too large for its CPU: then the
+    plan reads its code only, and says so). PROBLEM is trusted code, like `python PROBLEM`: kskill runs
+    it to capture the model's graph. CANDIDATE is only read, never run."""
     with console(stderr=True).status("reading the inputs") as status:
         measured = _measured(observations_file) if observations_file else None
         candidate_source = _candidate_source(candidate) if candidate else None
         report = _text(ncu_csv) if ncu_csv else None
         status.update("running the reference once in the sandbox")
-        reference = runnable_problem(problem)
+        reference, not_run = _checked(problem, planned_for=gpu)
+        if not_run:
+            click.echo(f"note: {not_run}", err=True)
         status.update("reading the code (torch.fx capture and static features)")
         obs = gather(reference.source, candidate_source, measured=measured, ncu_csv=report, atol=atol, rtol=rtol,
                      gpu=gpu or "detect")
@@ -61,6 +64,28 @@ def plan(app: App, problem: Path, candidate: Path | None, observations_file: Pat
         click.echo(decision.to_json())
         return
     show_plan(decision, obs.unavailable)
+
+
+def _checked(path: Path, planned_for: Any = None) -> tuple[Problem, str]:
+    """The problem, once its reference ran as `optimize` runs it. On a machine without CUDA it is not
+    run when the plan is for another machine's GPU (`--gpu`: this CPU's run would say nothing of
+    that GPU's) or when it is too large for the CPU (sizes from the meta device); the reason is
+    returned beside it."""
+    import torch
+
+    from kskill.agents.features import reference_features
+    from kskill.problem_check import runnable_problem
+
+    if not torch.cuda.is_available():
+        problem = load_problem(path)
+        if planned_for is not None:
+            return problem, (f"the reference was not run: the plan is for {planned_for.name} and this machine "
+                             "has no CUDA; it reads the code only (`kskill optimize` runs it)")
+        size = reference_features(problem.source).values.get("bytes_moved")
+        if isinstance(size, int) and size > CPU_RUN_LIMIT:
+            return problem, (f"the reference was not run: its inputs, parameters and outputs hold {size / 2**30:.1f} "
+                             "GiB, too much for this machine's CPU without CUDA; the plan reads its code only")
+    return runnable_problem(path), ""
 
 
 def _candidate_source(path: Path) -> str:

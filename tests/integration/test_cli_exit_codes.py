@@ -139,6 +139,40 @@ def test_plan_uses_the_ridge_point_of_the_gpu_it_is_told(kskill):
     one_line_error(err, "--gpu", "not in the peak table")
 
 
+RELU = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        {check}
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn({n})]
+
+def get_init_inputs():
+    return []
+'''
+NEEDS_CUDA = 'assert x.is_cuda, "this model needs CUDA"'
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="what a machine without CUDA does")
+def test_a_plan_this_machine_cannot_check_reads_the_code_and_says_why(kskill, tmp_path):
+    """Without CUDA, `plan --gpu NAME` plans for that GPU from the code alone, and so does a plan for a
+    problem too large for the CPU; a plain plan of a small problem still runs its reference."""
+    cuda_only, huge = tmp_path / "cuda_only.py", tmp_path / "huge.py"
+    cuda_only.write_text(RELU.format(check=NEEDS_CUDA, n="64, 64"))
+    huge.write_text(RELU.format(check="", n="2**29"))  # 2 GiB of inputs: sized on the meta device, never allocated
+    code, out, err = kskill("plan", str(cuda_only), "--gpu", "h200", "--json")
+    assert code == 0 and json.loads(out)["observations"]["gpu_name"] == "NVIDIA H200 SXM 141GB", err
+    assert "the reference was not run: the plan is for NVIDIA H200 SXM 141GB" in err
+    code, out, err = kskill("plan", str(huge), "--json")
+    assert code == 0 and "hold 4.0 GiB, too much for this machine's CPU" in err, err
+    code, _, err = kskill("plan", str(cuda_only))
+    assert code == 1
+    one_line_error(err, "this model needs CUDA")
+
+
 def test_optimize_and_plan_refuse_broken_problems(kskill, files):
     for command in ("optimize", "plan"):
         code, _, err = kskill(command, str(files["syntax"]))
