@@ -67,7 +67,7 @@ def _load(path: str, name: str) -> Any:
     return module
 
 
-def child(out: Path, first: int) -> None:
+def child(out: Path, first: int, device: str = "cuda") -> None:
     """Run candidates from `first` on, each between two markers (inside compute-sanitizer)."""
     import torch
 
@@ -76,14 +76,15 @@ def child(out: Path, first: int) -> None:
         print(f"{BEGIN} {entry['n']}", flush=True)
         problem = _load(entry["problem_path"], f"problem_{entry['n']}")
         torch.manual_seed(0)
-        with torch.device("cuda"):
-            model = _load(entry["path"], f"candidate_{entry['n']}").ModelNew(*problem.get_init_inputs()).cuda()
-            inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+        with torch.device(device):
+            model = _load(entry["path"], f"candidate_{entry['n']}").ModelNew(*problem.get_init_inputs()).to(device)
+            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
         with torch.no_grad():
             for _ in range(2):  # the second call: a CUDA graph's replay, a cached kernel's steady state
                 model(*inputs)
-        torch.cuda.synchronize()
-        time.sleep(SETTLE_S)
+        if device == "cuda":
+            torch.cuda.synchronize()
+            time.sleep(SETTLE_S)
         print(f"{END} {entry['n']}", flush=True)
 
 

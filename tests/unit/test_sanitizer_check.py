@@ -17,6 +17,15 @@ def test_it_writes_the_lineage_of_each_problem_and_its_cuda_graph_form(tmp_path)
     assert all("class ModelNew" in open(e["path"]).read() for e in listed)
 
 
+def test_the_child_runs_each_candidate_between_its_markers(tmp_path, capsys):
+    listed = sc.build(tmp_path, ["14_batchnorm_train"])
+    sc.child(tmp_path, 1, device="cpu")  # from the second on, in Triton's interpreter
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("@@")]
+    assert lines == [f"{marker} {e['n']}" for e in listed[1:] for marker in (sc.BEGIN, sc.END)]
+    assert sc.attribute("\n".join(lines), listed) is None
+    assert [e["status"] for e in listed] == ["not run"] + ["clean"] * (len(listed) - 1)
+
+
 def test_report_lines_are_filed_under_the_candidate_running_and_a_stopped_child_names_its_candidate():
     listed = [{"n": i, "errors": [], "status": "not run"} for i in range(3)]
     output = "\n".join([f"{sc.BEGIN} 0", "its own print", f"{sc.END} 0", f"{sc.BEGIN} 1",
