@@ -10,13 +10,7 @@ R=$PWD; S=/tmp/pairs; mkdir -p $OUT/logs
 [ ! -d $S ] && [ -d $R/.gpustate ] && cp -r $R/.gpustate $S
 mkdir -p $S
 LAST=${1:-470}
-SP=$(python3 -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
-if [ ! -d /tmp/site/kskill ]; then
-  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  python3 -m compileall -q -j 16 $SP/torch $SP/triton $SP/sympy $SP/mpmath $SP/numpy $SP/networkx $SP/jinja2 $SP/markupsafe /tmp/site >/dev/null 2>&1
-fi
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH KSKILL_HOME=$S/kh PYTHONUNBUFFERED=1
-echo "setup done at ${SECONDS}s"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+source $R/eval/runs/setup_gpu.sh
 if [ ! -f $S/dp/done ]; then
   (cd /tmp && timeout 150 python3 -m kskill.eval.dot_precision_check --out $OUT/dp) > $OUT/logs/dp.txt 2>&1 \
     && mkdir -p $S/dp && touch $S/dp/done

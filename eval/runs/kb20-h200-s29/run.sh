@@ -13,13 +13,7 @@ R=$PWD; S=/tmp/pairs; mkdir -p $OUT/logs
 [ ! -d $S ] && [ -d $R/.gpustate ] && cp -r $R/.gpustate $S
 mkdir -p $S
 LAST=${1:-455}
-SP=$(python3 -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
-if [ ! -d /tmp/site/kskill ]; then
-  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  python3 -m compileall -q -j 16 $SP/torch $SP/triton $SP/sympy $SP/mpmath $SP/numpy $SP/networkx $SP/jinja2 $SP/markupsafe /tmp/site >/dev/null 2>&1
-fi
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH KSKILL_HOME=$S/kh PYTHONUNBUFFERED=1
-echo "setup done at ${SECONDS}s"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+source $R/eval/runs/setup_gpu.sh
 ORDER="level1/79 level2/50 level3/25 level1/84 level2/54 level1/94 level2/55 level3/31 level1/97 level2/68 level3/42
        level1/18 level2/29 level3/20 level1/30 level2/2 level1/34 level2/19 level1/65 level2/38"
 [ $# -gt 1 ] && ORDER="${*:2}"  # the problems given after LAST_START_S, in their order, instead
