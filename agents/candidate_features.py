@@ -147,8 +147,10 @@ def _scalar_names(fn: ast.FunctionDef) -> set[str]:
 
 
 def _launch_count(tree: ast.Module, triton_names: set[str], extension_names: set[str],
-                  module_attrs: dict[str, str]) -> int | None:
-    """Kernel launch sites reached from ModelNew.forward through self-methods and module functions."""
+                  module_attrs: dict[str, str]) -> tuple[int, int] | None:
+    """Kernel launch sites reached from ModelNew.forward through self-methods and module functions,
+    and how many of them call a recurrent layer (nn.RNN, nn.LSTM, nn.GRU: a site that launches per
+    time step, which only the problem's shapes can count)."""
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     model = classes.get("ModelNew")
     if model is None:
@@ -158,10 +160,10 @@ def _launch_count(tree: ast.Module, triton_names: set[str], extension_names: set
     if "forward" not in methods:
         return None
     seen: set[int] = set()
-    count = 0
+    count = recurrent = 0
 
     def walk(fn: ast.FunctionDef) -> None:
-        nonlocal count
+        nonlocal count, recurrent
         if id(fn) in seen:
             return
         seen.add(id(fn))
@@ -188,11 +190,12 @@ def _launch_count(tree: ast.Module, triton_names: set[str], extension_names: set
                 count += 1
             elif name.startswith("self.") and name.count(".") == 1 and leaf in module_attrs:
                 count += op_family(module_attrs[leaf]) not in ("view", "other")
+                recurrent += op_family(module_attrs[leaf]) == "recurrent"
             elif head in _TORCH_MODULES or isinstance(func, ast.Attribute):
                 family = op_family(canonical(leaf))
                 count += family not in ("view", "other") and canonical(leaf) not in ("empty", "empty_like")
     walk(methods["forward"])
-    return count
+    return count, recurrent
 
 
 def candidate_features(source: str) -> Features:
@@ -278,7 +281,8 @@ def candidate_features(source: str) -> Features:
             unavailable[name] = f"the candidate passes no {key}"
     launches = _launch_count(tree, {k.name for k in kernels}, extension_names, module_attrs)
     if launches is None:
-        unavailable["code_launches_per_forward"] = "the candidate defines no ModelNew.forward"
+        for name in ("code_launches_per_forward", "code_recurrent_calls"):
+            unavailable[name] = "the candidate defines no ModelNew.forward"
     else:
-        values["code_launches_per_forward"] = launches
+        values["code_launches_per_forward"], values["code_recurrent_calls"] = launches
     return Features(values, unavailable)

@@ -366,6 +366,7 @@ def _graph_features(nodes: list[OpNode]) -> dict[str, Scalar]:
     values: dict[str, Scalar] = {
         "op_count": len(compute),
         "est_kernel_launches": len(compute) + sum(patterns.recurrent_launches(n) for n in compute),
+        "est_recurrent_launches": sum(patterns.recurrent_launches(n) for n in compute),
         "pointwise_op_count": fam.count("pointwise"),
         "reduction_op_count": fam.count("reduction"),
         "reduction_like_op_count": sum(fam.count(f) for f in ROW_FAMILIES),

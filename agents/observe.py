@@ -67,6 +67,9 @@ class FeatureExtractor:
         if candidate_source is None:
             if "est_kernel_launches" in features.values:
                 features.values.setdefault("code_launches_per_forward", features.values["est_kernel_launches"])
+        elif features.values.get("code_recurrent_calls") and "code_launches_per_forward" in features.values:
+            # A candidate that still calls the reference's recurrent layers launches their time steps too.
+            features.values["code_launches_per_forward"] += int(features.values.get("est_recurrent_launches", 0))
         dtype = _dtype(features.values)
         problem = {"atol": self.atol if self.atol is not None else default_tolerance(dtype),
                    "rtol": self.rtol if self.rtol is not None else default_tolerance(dtype)}

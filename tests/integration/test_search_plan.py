@@ -111,3 +111,43 @@ def test_variant_decisions_are_recorded_and_byte_for_byte_deterministic(store: G
         "o.derivation AS derivation, o.reason AS reason", {"id": first.id})}
     assert rows["memory_bound"]["derivation"].startswith("arithmetic_intensity against every known GPU")
     assert first.unavailable and all(rows[m]["reason"] == obs.unavailable[m] for m in first.unavailable)
+
+
+GRU = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(16, 32, 2, bidirectional=True)
+
+    def forward(self, x, h0):
+        output, h_n = self.gru(x, h0)
+        return h_n
+
+
+def get_inputs():
+    return [torch.randn(40, 3, 16), torch.randn(4, 3, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_candidate_that_keeps_a_recurrent_layer_is_planned_as_launching_its_time_steps(store: GraphStore):
+    """The faithful seed calls `self.gru` once in its code, yet runs its 40 steps x 2 layers x 2
+    directions: its plan, like the reference's, offers a CUDA graph over the time loop."""
+    from kskill.agents.brains.base import SeedTask
+    from kskill.agents.brains.recipes import RecipeBrain
+
+    extractor = FeatureExtractor(GRU, gpu=None)
+    seed = RecipeBrain().seed(SeedTask(GRU, "gru")).source
+    reference, candidate = extractor.observe(), extractor.observe(seed)
+    assert candidate.values["code_recurrent_calls"] == 1
+    steps = 2 * 40 * 2 * 2  # two launches per step, layer and direction
+    assert candidate.values["launches_per_forward"] == reference.values["launches_per_forward"] == steps
+    plan = Planner(store).plan(candidate.to_params(), width=4, derivations=candidate.derivations,
+                               reasons=candidate.unavailable)
+    assert "cuda_graph" in [c.technique for c in plan.chosen]
