@@ -11,7 +11,8 @@ chosen technique and variant, and what it could not write (or wrote before) is k
 the next plan from the same parent skips it. The children of a round are reviewed as one batch.
 
 Before the seed is reviewed the seed is the frontier: its children are planned from its static
-features, so the first batch holds the seed and its children together.
+features, so the first batch holds the seed and its children together. A seed whose code alone
+admits nothing is not spent: once reviewed, it is planned again with what its review measured.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def expand_round(ctx: Ctx, first_n: int, room: int) -> list[NewAttempt]:
         plan = plan_for(ctx, parent)
         if plan.chosen:
             planned.append(Planned(parent, plan))
+        elif parent.kind == "seed" and parent.review is None:
+            ctx.progress(f"nothing to try from attempt {parent.n} before its review: {plan.case}")
         else:
             state.exhausted.add(parent.n)
             ctx.progress(f"nothing left to try from attempt {parent.n}: {plan.case}")

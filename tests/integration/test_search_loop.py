@@ -160,3 +160,25 @@ def test_the_reference_is_captured_once_per_run(store, tmp_path, monkeypatch):
     run(store, tmp_path, GEMM, ScriptedReview(GEMM, tf32x3_wins), iterations=6)
     assert len(calls) == 1
     capture_module._captured.cache_clear()
+
+
+def test_a_seed_whose_code_admits_nothing_is_planned_again_from_its_review(store, tmp_path, monkeypatch):
+    """What only a review measures (launches, the profile) can admit a technique the code alone did
+    not: the seed is not spent by its static plan. Here the static plans come back empty."""
+    from dataclasses import replace
+
+    from kskill.agents.planner import Planner
+
+    real_plan = Planner.plan
+    seen = []
+
+    def plan(self, observations, **kwargs):
+        found = real_plan(self, observations, **kwargs)
+        seen.append("runtime_ms" in observations)
+        return found if "runtime_ms" in observations else replace(found, chosen=[])
+
+    monkeypatch.setattr(Planner, "plan", plan)
+    state = run(store, tmp_path, GEMM, ScriptedReview(GEMM, tf32x3_wins, runtime_ms=1.0), iterations=6)
+    seed = next(a for a in state.attempts.values() if a.kind == "seed")
+    assert seen[:2] == [False, True], "the seed planned from its code, then again from its review"
+    assert [a for a in state.attempts.values() if a.parent == seed.n], "its children came from the second plan"
