@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from kskill.agents.recipes import shared_kernels
 from kskill.agents.recipes.graph import Graph, operand_code
 from kskill.agents.recipes.autotune_launch import AUTOTUNE_HELPER
 from kskill.agents.recipes.cuda_graph import CUDA_GRAPH_METHODS, FRESH
@@ -108,8 +109,8 @@ def render(source: str, graph: Graph, plan: ForwardPlan, techniques: list[str], 
     if plan.tf32_matmul:
         parts.append(TF32_HELPER)
     parts.extend(plan.helpers)
-    for unit in plan.units:
-        parts.append("\n" + unit.kernel_src + "\n" + unit.launcher_src)
+    for kernel_src, launcher_src in shared_kernels.share(plan.units):
+        parts.append("\n" + kernel_src + "\n" + launcher_src)
     parts.append(_model_class(graph, plan))
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
