@@ -125,4 +125,3 @@ def lineage_candidates(source: str) -> list[tuple[list[str], dict[str, Any]]]:
             if params and (stack, params) not in out:
                 out.append((stack, params))
     return out
-
