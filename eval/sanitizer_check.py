@@ -105,20 +105,26 @@ def attribute(output: str, listed: list[dict[str, Any]]) -> int | None:
     return current
 
 
-def run(out: Path, tool: str, timeout_s: float) -> list[dict[str, Any]]:
+def run(out: Path, tool: str, timeout_s: float, sanitizer: str, device: str = "cuda") -> list[dict[str, Any]]:
+    """Each candidate once under `sanitizer --tool TOOL`, in as few child processes as the errors allow."""
     listed = json.loads((out / "candidates.json").read_text())
-    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
     first, log = 0, []
     while first < len(listed):
         argv = [sanitizer, "--tool", tool, "--print-limit", "20", sys.executable, "-m", "kskill.eval.sanitizer_check",
-                "--child", str(out), str(first)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
-        log.append(done.stdout + done.stderr)
-        stopped_in = attribute(done.stdout, listed)
+                "--child", str(out), str(first), "--device", device]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+            output, returncode = done.stdout + done.stderr, done.returncode
+        except subprocess.TimeoutExpired as exc:  # what it printed before: the candidate it was in stops it
+            output = "".join(t.decode(errors="replace") if isinstance(t, bytes) else (t or "")
+                             for t in (exc.stdout, exc.stderr)) + f"\ntimed out after {timeout_s:.0f} s"
+            returncode = None
+        log.append(output)
+        stopped_in = attribute(output, listed)
         if stopped_in is not None:  # the child stopped inside it: its context was gone
             listed[stopped_in]["status"] = "errors" if listed[stopped_in]["errors"] else "child stopped"
-            listed[stopped_in]["exit"] = done.returncode
-            tail = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()][-5:]
+            listed[stopped_in]["exit"] = returncode
+            tail = [ln for ln in output.splitlines() if ln.strip()][-5:]
             listed[stopped_in]["errors"] = listed[stopped_in]["errors"] or tail
         ended = [e["n"] for e in listed if e["status"] in ("clean", "errors", "child stopped")]
         if not ended or max(ended) + 1 <= first:
@@ -154,15 +160,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool", default="memcheck", help="a compute-sanitizer tool (memcheck, racecheck, ...)")
     parser.add_argument("--problems", nargs="*", help="suite problem stems (default: all)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for each sanitizer process")
+    parser.add_argument("--sanitizer", default=shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer",
+                        help="the compute-sanitizer executable")
     parser.add_argument("--child", nargs=2, metavar=("DIR", "FIRST"), help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: the tests' dry run
     args = parser.parse_args(argv)
     if args.child:
-        child(Path(args.child[0]), int(args.child[1]))
+        child(Path(args.child[0]), int(args.child[1]), args.device)
         return 0
+    if not Path(args.sanitizer).is_file():
+        parser.error(f"compute-sanitizer not found at {args.sanitizer}: give --sanitizer PATH")
     started = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     build(args.out, args.problems)
-    listed = run(args.out, args.tool, args.timeout)
+    listed = run(args.out, args.tool, args.timeout, args.sanitizer, args.device)
     return 0 if report(args.out, listed, args.tool, time.monotonic() - started) else 1
 
 

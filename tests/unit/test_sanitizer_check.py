@@ -34,3 +34,22 @@ def test_report_lines_are_filed_under_the_candidate_running_and_a_stopped_child_
     assert sc.attribute(output, listed) == 1
     assert [e["status"] for e in listed] == ["clean", "ran", "not run"]
     assert listed[1]["errors"] == ["Invalid __global__ read of size 4 bytes", "at 0x10 in k.py:3:_norm_0_stats"]
+
+
+def test_a_run_restarts_after_a_child_that_stops_and_reports_each_candidate(tmp_path, capsys):
+    """The whole run on the CPU, with a stand-in for compute-sanitizer that runs the child as it is
+    and reports an error (and stops the child) in one candidate's output: a run that learns of an
+    error the way the sanitizer tells it."""
+    fake = tmp_path / "fake-sanitizer"
+    fake.write_text("#!/bin/sh\nshift 4\n"  # drop --tool memcheck --print-limit 20
+                    "\"$@\" | while IFS= read -r line; do echo \"$line\"; "
+                    "case \"$line\" in *'begin 1') echo '========= Invalid __global__ read of size 4 bytes'; exit 3;; "
+                    "esac; done\n")
+    fake.chmod(0o755)
+    status = sc.main(["--out", str(tmp_path / "out"), "--problems", "07_softmax_rows", "--sanitizer", str(fake),
+                      "--device", "cpu"])
+    report = json.loads((tmp_path / "out" / "sanitizer.json").read_text())["candidates"]
+    assert status == 1 and report[1]["status"] == "errors"
+    assert report[1]["errors"][0] == "Invalid __global__ read of size 4 bytes"
+    assert [c["status"] for c in report[:1] + report[2:]] == ["clean"] * (len(report) - 1)
+    assert "1 not clean" in capsys.readouterr().out
