@@ -134,8 +134,31 @@ def write_tables(root: Path, rows: list[dict[str, Any]], meta: dict[str, Any], s
 
 
 def read_results(root: Path) -> dict[str, Any]:
+    """An evaluation's results.json; for a folder that holds evaluation folders instead (one per
+    problem, say, as runs split across sessions leave them), their rows scored as one evaluation."""
+    if root.is_dir() and not (root / "results.json").exists():
+        parts = sorted(p for p in root.iterdir() if (p / "results.json").is_file())
+        if parts:
+            return merged_results(root, [read_results(p) for p in parts])
     path = root / "results.json" if root.is_dir() else root
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise EvalError(f"{root}: no readable results.json (run `kskill eval SUITE --out {root}` first)") from exc
+
+
+def merged_results(root: Path, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rows of evaluations made with the same settings, scored together (a problem in several:
+    the last folder's row, in name order)."""
+    from kskill.eval.metrics import summarize
+
+    settings = parts[0]["meta"]["settings"]
+    if any(p["meta"]["settings"] != settings for p in parts):
+        raise EvalError(f"{root}: its evaluations were made with different settings; compare folders made alike")
+    rows = list({r["problem"]: r for part in parts for r in part["rows"]}.values())
+    meta = {**parts[0]["meta"], "merged_from": len(parts), "finished": len(rows),
+            "selected": sum(p["meta"].get("selected", 0) for p in parts),
+            "gpus": sorted({g for p in parts for g in p["meta"].get("gpus", [])}),
+            "git_commit": ", ".join(sorted({str(p["meta"].get("git_commit")) for p in parts}))}
+    summary = summarize(rows, settings["baselines"]["tolerances"], tuple(settings["compile_modes"]))
+    return {"meta": meta, "summary": summary, "rows": rows}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,7 +334,7 @@ def compare_sections(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str
         rows.append([name, "strict: geomean vs compile", fmt(ca.get("geomean_speedup"), ".2f", "x"),
                      fmt(cb.get("geomean_speedup"), ".2f", "x"), "-"])
     by_problem_b = {r["problem"]: r for r in b["rows"]}
-    per_problem, correct_pairs = [], []
+    per_problem, correct_pairs, against_compile = [], [], []
     for ra in a["rows"]:
         rb = by_problem_b.get(ra["problem"])
         if rb is None:
@@ -341,6 +342,9 @@ def compare_sections(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str
         sa, sb = ra.get("speedup_eager"), rb.get("speedup_eager")
         if ra.get("correct_strict") and rb.get("correct_strict") and sa and sb:
             correct_pairs.append((sa, sb))
+            ca, cb = ra.get("speedup_compile_default"), rb.get("speedup_compile_default")
+            if ca and cb and ra.get("compile_default_correct_strict") and rb.get("compile_default_correct_strict"):
+                against_compile.append((ca, cb))
         per_problem.append([ra["problem"], fmt(ra.get("correct_strict")), fmt(rb.get("correct_strict")),
                             fmt(sa, ".2f", "x"), fmt(sb, ".2f", "x"), fmt(sb / sa if sa and sb else None, ".2f", "x"),
                             ra.get("techniques") or "-", rb.get("techniques") or "-"])
@@ -352,7 +356,7 @@ def compare_sections(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str
     sections = [Section("Protocols", [cards]),
                 Section("Scores", [Table(["group", "figure", names[0], names[1], "B / A"], rows)]),
                 Section("Problems in both", [
-                    _within(correct_pairs),
+                    _within(correct_pairs) + _against_compile(against_compile),
                     Table(["problem", "A correct 1e-4", "B correct 1e-4", "A vs eager", "B vs eager", "B / A",
                            "A techniques", "B techniques"], per_problem)])]
     if only:
@@ -365,6 +369,15 @@ def _within(pairs: list[tuple[float, float]]) -> str:
     close = sum(1 for sa, sb in pairs if sa >= (1 - WITHIN) * sb)
     return (f"A is within {WITHIN:.0%} of B's speedup over eager, or faster, on {close} of the {len(pairs)} "
             "problems both got correct at 1e-4.")
+
+
+def _against_compile(pairs: list[tuple[float, float]]) -> str:
+    """A's and B's geometric means against torch.compile (default mode) on the same problems."""
+    if not pairs:
+        return ""
+    ga, gb = (math.exp(sum(math.log(p[i]) for p in pairs) / len(pairs)) for i in (0, 1))
+    return (f" On the {len(pairs)} of them where torch.compile (default) is correct too, the geometric mean "
+            f"against it is {ga:.3f}x for A and {gb:.3f}x for B.")
 
 
 def _overrun(seconds: float | None) -> str:

@@ -115,7 +115,8 @@ def test_compare_sets_two_evaluations_side_by_side(tmp_path):
     assert "on 2 of the 2 problems" in reverse
     data = json.loads(CliRunner().invoke(cli, ["eval", "compare", str(first), str(second), "--json"]).output)
     assert [s["title"] for s in data["sections"]] == ["Protocols", "Scores", "Problems in both"]
-    missing = CliRunner().invoke(cli, ["eval", "compare", str(first), str(tmp_path)])
+    (tmp_path / "empty").mkdir()
+    missing = CliRunner().invoke(cli, ["eval", "compare", str(first), str(tmp_path / "empty")])
     assert missing.exit_code != 0 and "no readable results.json" in str(missing.exception or missing.output)
 
 
@@ -149,3 +150,30 @@ def test_the_report_names_a_reason_for_each_problem_below_torch_compile(tmp_path
         "spent); attempts failed: 1 numeric; planned, no code written: flash_attention (no attention layer it "
         "can read); kskill's call: 4 kernels, 2.000 ms on the GPU (relu_kernel 2.000 ms x4); compile default's "
         "call: 1 kernel, 0.500 ms on the GPU (triton_poi_fused_relu_0 0.500 ms)"]
+
+
+def test_a_folder_of_evaluation_folders_compares_as_one_evaluation(tmp_path):
+    """Runs split across sessions leave one folder per problem (eval/runs/kb20-h200-s29/def/...):
+    compare reads a folder of them as one evaluation, scored again from their rows."""
+    composed = rows()
+    for i, r in enumerate(composed):
+        part = ResultsDir(tmp_path / "split" / f"part-{i}")
+        part.begin({"suite": "/x", "selection": [r["problem"]], "settings": asdict(SETTINGS), "sample": {}},
+                   resume=False)
+        part.write_row(r["problem"].replace("/", "__"), r)
+        finalize(part.root)
+    whole = results_folder(tmp_path / "whole", 1.0)
+    result = CliRunner().invoke(cli, ["eval", "compare", str(tmp_path / "split"), str(whole)])
+    assert result.exit_code == 0, result.output
+    assert "| all | strict: geomean vs eager | 2.00x | 2.00x | 1.00x |" in result.output
+    assert "on 2 of the 2 problems both got correct" in result.output
+    # a: 2x torch.compile on both sides; b's torch.compile failed 1e-4, so only a counts
+    assert "On the 1 of them where torch.compile (default) is correct too, the geometric mean against it is " \
+           "2.000x for A and 2.000x for B." in result.output
+    other = ResultsDir(tmp_path / "split" / "part-9")  # made with other settings: not one evaluation
+    other.begin({"suite": "/x", "selection": [composed[0]["problem"]],
+                 "settings": {**asdict(SETTINGS), "iterations": 9}, "sample": {}}, resume=False)
+    other.write_row(composed[0]["problem"].replace("/", "__"), composed[0])
+    finalize(other.root)
+    mixed = CliRunner().invoke(cli, ["eval", "compare", str(tmp_path / "split"), str(whole)])
+    assert mixed.exit_code != 0 and "different settings" in str(mixed.exception or mixed.output)
