@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kskill.eval.metrics import P_VALUES
+from kskill.eval.metrics import P_VALUES, geomean
 from kskill.eval.plots import PLOTS, draw_all
 
 # KernelSkill (Sun et al., "KernelSkill: A Multi-Agent Framework for GPU Kernel Optimization",
@@ -375,7 +374,7 @@ def _against_compile(pairs: list[tuple[float, float]]) -> str:
     """A's and B's geometric means against torch.compile (default mode) on the same problems."""
     if not pairs:
         return ""
-    ga, gb = (math.exp(sum(math.log(p[i]) for p in pairs) / len(pairs)) for i in (0, 1))
+    ga, gb = geomean(a for a, _ in pairs), geomean(b for _, b in pairs)
     return (f" On the {len(pairs)} of them where torch.compile (default) is correct too, the geometric mean "
             f"against it is {ga:.3f}x for A and {gb:.3f}x for B.")
 
