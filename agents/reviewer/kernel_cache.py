@@ -46,7 +46,7 @@ def copy_new(source: Path, target: Path, max_bytes: int = MAX_BYTES) -> int:
     used = _size(target) or 0
     copied = 0
     for entry in sorted(source.iterdir()):
-        if entry.is_symlink() or not entry.is_dir() or (target / entry.name).exists():
+        if entry.name.startswith(".") or entry.is_symlink() or not entry.is_dir() or (target / entry.name).exists():
             continue
         size = _size(entry)
         if size is None or used + size > max_bytes:

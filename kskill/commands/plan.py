@@ -39,9 +39,10 @@ def plan(app: App, problem: Path, candidate: Path | None, observations_file: Pat
          as_json: bool) -> None:
     """Which skills apply, and why: bottlenecks matched, techniques chosen with their variants,
     alternatives rejected. The problem is checked first as `optimize` checks it: its reference must
-    run on its own inputs (on a machine without CUDA, unless they are too large for its CPU: then the
-    plan reads its code only, and says so). PROBLEM is trusted code, like `python PROBLEM`: kskill runs
-    it to capture the model's graph. CANDIDATE is only read, never run."""
+    run on its own inputs (on a machine without CUDA, not when the plan is for another GPU or the
+    problem is too large for its CPU: then the plan reads its code only, and says so). PROBLEM is trusted
+    code, like `python PROBLEM`: kskill runs it to capture the model's graph. CANDIDATE is only read,
+    never run."""
     with console(stderr=True).status("reading the inputs") as status:
         measured = _measured(observations_file) if observations_file else None
         candidate_source = _candidate_source(candidate) if candidate else None
