@@ -113,12 +113,12 @@ def run(out: Path, tool: str, timeout_s: float, sanitizer: str, device: str = "c
         argv = [sanitizer, "--tool", tool, "--print-limit", "20", sys.executable, "-m", "kskill.eval.sanitizer_check",
                 "--child", str(out), str(first), "--device", device]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
-            output, returncode = done.stdout + done.stderr, done.returncode
+            # one stream, in the order written: the reports fall between the markers whichever they use
+            done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout_s)
+            output, returncode = done.stdout, done.returncode
         except subprocess.TimeoutExpired as exc:  # what it printed before: the candidate it was in stops it
-            output = "".join(t.decode(errors="replace") if isinstance(t, bytes) else (t or "")
-                             for t in (exc.stdout, exc.stderr)) + f"\ntimed out after {timeout_s:.0f} s"
-            returncode = None
+            printed = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            output, returncode = printed + f"\ntimed out after {timeout_s:.0f} s", None
         log.append(output)
         stopped_in = attribute(output, listed)
         if stopped_in is not None:  # the child stopped inside it: its context was gone
