@@ -9,8 +9,8 @@ events, L2 flushed before every call). It writes its JSON result after every ste
 contender it is running, so the parent knows which one to leave out if the process dies.
 
 Imports: torch, the standard library and the Reviewer's torch-only modules (timing, correctness,
-dynamic_checks), loaded without the reviewer package's __init__, which needs pydantic. Triton is
-imported only by the returned module itself.
+dynamic_checks, protocol, profiling), loaded without the reviewer package's __init__, which needs
+pydantic. Triton is imported only by the returned module itself.
 """
 
 from __future__ import annotations
@@ -31,21 +31,22 @@ from typing import Any
 import torch
 
 
-def _reviewer_modules() -> tuple[Any, Any, Any, Any]:
-    """timing, correctness, dynamic_checks, protocol of agents/reviewer, without the package's __init__."""
+def _reviewer_modules() -> tuple[Any, Any, Any, Any, Any]:
+    """timing, correctness, dynamic_checks, protocol, profiling of agents/reviewer, without the package's
+    __init__."""
     import kskill.agents
 
     if "kskill.agents.reviewer" not in sys.modules:
         package = types.ModuleType("kskill.agents.reviewer")
         package.__path__ = [str(Path(kskill.agents.__file__).parent / "reviewer")]
         sys.modules["kskill.agents.reviewer"] = package
-    from kskill.agents.reviewer import correctness, dynamic_checks, protocol, timing
+    from kskill.agents.reviewer import correctness, dynamic_checks, profiling, protocol, timing
 
-    return timing, correctness, dynamic_checks, protocol
+    return timing, correctness, dynamic_checks, protocol, profiling
 
 
 # Bound before any contender is imported: a module that patches torch later cannot patch these.
-timing, correctness, dynamic_checks, protocol = _reviewer_modules()
+timing, correctness, dynamic_checks, protocol, profiling = _reviewer_modules()
 
 EAGER = "eager"
 KSKILL = "kskill"
@@ -265,14 +266,11 @@ class Bench:
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 self.call(name, self.models[name], args)
                 torch.cuda.synchronize()
-            per_kernel: dict[str, list[float]] = {}
-            for event in prof.events():
-                if event.device_type == torch.autograd.DeviceType.CUDA:
-                    per_kernel.setdefault(event.name, []).append(event.time_range.elapsed_us())
+            per_kernel = profiling.device_events(prof)  # name -> each launch's ms
             ranked = sorted(per_kernel.items(), key=lambda item: -sum(item[1]))
             breakdown[name] = {"launches": sum(len(v) for v in per_kernel.values()),
-                               "gpu_ms": round(sum(sum(v) for v in per_kernel.values()) / 1000, 4),
-                               "top": [{"name": k[:120], "calls": len(v), "ms": round(sum(v) / 1000, 4)}
+                               "gpu_ms": round(sum(sum(v) for v in per_kernel.values()), 4),
+                               "top": [{"name": k[:120], "calls": len(v), "ms": round(sum(v), 4)}
                                        for k, v in ranked[:top]]}
         self.result.data["kernels"] = breakdown
 

@@ -47,7 +47,7 @@ def torch_profile(forward: Callable[[], Any], *, cuda: bool, calls: int = 5) -> 
     if not cuda:
         reason = "no CUDA device: torch.profiler saw CPU operations only (listed in profile.cpu_ops)"
         return {}, {name: reason for name in TORCH_PROFILER_METRICS}, detail
-    kernels = _device_events(prof)
+    kernels = device_events(prof)
     if not kernels:
         reason = "torch.profiler recorded no GPU activity for the forward"
         return {}, {name: reason for name in TORCH_PROFILER_METRICS}, detail
@@ -65,7 +65,7 @@ def torch_profile(forward: Callable[[], Any], *, cuda: bool, calls: int = 5) -> 
     return observations, {}, detail
 
 
-def _device_events(prof: Any) -> dict[str, list[float]]:
+def device_events(prof: Any) -> dict[str, list[float]]:
     """Kernel (and memcpy/memset) name -> durations in ms, from a finished torch.profiler run."""
     kernels: dict[str, list[float]] = {}
     for event in prof.events():
@@ -89,7 +89,7 @@ def device_time_per_call(forward: Callable[[], Any], calls: int = 5) -> dict[str
         for _ in range(calls):
             forward()
         torch.cuda.synchronize()
-    kernels = _device_events(prof)
+    kernels = device_events(prof)
     return {"ms": sum(sum(t) for t in kernels.values()) / calls,
             "names": sorted(kernels, key=lambda n: -sum(kernels[n]))[:20]}
 
