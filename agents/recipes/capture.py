@@ -22,7 +22,7 @@ from torch import nn
 
 from kskill.agents import recurrent_shapes
 from kskill.agents.recipes.errors import CaptureError
-from kskill.agents.recipes.graph import Attr, Graph, Node, Ref, operand_code
+from kskill.agents.recipes.graph import Attr, DeviceOf, Graph, Node, Ref, operand_code
 
 _OPERATORS: dict[Callable[..., Any], tuple[str, str]] = {
     operator.add: ("add", "{0} + {1}"),
@@ -189,6 +189,7 @@ def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
             return {k: convert(v) for k, v in value.items()}
         return value
 
+    first_input = next((n.name for n in traced.graph.nodes if n.op == "placeholder"), None)
     for fx_node in traced.graph.nodes:
         result = fx_node.meta.get("kskill_value")
         if fx_node.op == "output":
@@ -197,7 +198,9 @@ def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
         if fx_node.op == "get_attr":
             continue  # read through Attr operands
         if fx_node.op != "placeholder" and not _holds_tensor(result):
-            constants[fx_node.name] = result  # sizes and other Python values: folded
+            # sizes and other Python values: folded; a device, as the inputs' (the capture's is meta)
+            constants[fx_node.name] = (DeviceOf(first_input) if isinstance(result, torch.device) and first_input
+                                       else result)
             continue
         shape, dtype = _meta_of(result)
         args = convert(tuple(fx_node.args))
@@ -243,7 +246,7 @@ def _canonical(fx_node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, 
         method = fx_node.target
         code = f"{operand_code(args[0])}.{_call_text(method, args[1:], kwargs)}"
         op, attrs = _normalise(getattr(torch, method, None), method, args, kwargs)
-        return Node(name, op, args, attrs, code=code)
+        return Node(name, _elementwise_extreme(op, args, attrs), args, attrs, code=code)
     target = fx_node.target
     if target in _OPERATORS:
         op, template = _OPERATORS[target]
@@ -252,7 +255,15 @@ def _canonical(fx_node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, 
     if qualified.startswith("torch._C._nn."):
         qualified = "torch.nn.functional." + qualified.rsplit(".", 1)[1]
     op, attrs = _normalise(target, getattr(target, "__name__", "call"), args, kwargs)
-    return Node(name, op, args, attrs, code=_call_text(qualified, args, kwargs))
+    return Node(name, _elementwise_extreme(op, args, attrs), args, attrs, code=_call_text(qualified, args, kwargs))
+
+
+def _elementwise_extreme(op: str, args: tuple[Any, ...], attrs: dict[str, Any]) -> str:
+    """`torch.min(a, b)` / `torch.max(a, b)` of two tensors is the elementwise minimum / maximum,
+    not the reduction `torch.min(a, dim)` the same name also means."""
+    if op in ("min", "max") and (isinstance(args[1] if len(args) > 1 else attrs.get("other"), (Ref, Attr))):
+        return {"min": "minimum", "max": "maximum"}[op]
+    return op
 
 
 _ALIASES = {"clip": "clamp", "true_divide": "div", "divide": "div", "multiply": "mul",

@@ -33,6 +33,19 @@ class Attr:
         return "self" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in self.path.split("."))
 
 
+@dataclass(frozen=True)
+class DeviceOf:
+    """The device a forward input lives on, where the reference read a device off a tensor
+    (`torch.tensor(v, device=x.device)`): the capture saw the meta device, the candidate runs where
+    its inputs are (one device for all of a problem's tensors)."""
+
+    input: str
+
+    @property
+    def code(self) -> str:
+        return f"{self.input}.device"
+
+
 @dataclass
 class Node:
     """One op: canonical name, operands, normalised attributes, static shape and PyTorch text."""
@@ -113,7 +126,7 @@ def operand_code(value: Any) -> str:
     """Python text for an operand or constant inside emitted PyTorch code."""
     if isinstance(value, Ref):
         return value.name
-    if isinstance(value, Attr):
+    if isinstance(value, (Attr, DeviceOf)):
         return value.code
     if isinstance(value, float):
         if value != value:

@@ -42,3 +42,23 @@ def test_not_applicable_without_pointwise():
     src = problem("class Model(nn.Module):\n    def forward(self, x):\n        return x.sum(dim=1)\n", "[torch.randn(3, 5)]")
     verdict = applicable(src, "kernel_fusion")
     assert not verdict.ok and "pointwise" in verdict.reason
+
+
+def test_min_of_two_tensors_is_elementwise_and_a_device_read_off_a_tensor_is_the_inputs():
+    """`torch.min(x, torch.tensor(v, device=x.device))` (a KernelBench form): an elementwise minimum,
+    not the reduction `torch.min(x, dim)`, fused into the chain; and the constant tensor is made on the
+    inputs' device, not on the meta device the capture ran on."""
+    from kskill.agents.recipes.capture import capture
+
+    model = '''class Model(nn.Module):
+    def forward(self, x):
+        x = torch.relu(x)
+        x = torch.min(x, torch.tensor(0.5, device=x.device))
+        return torch.clamp(x, min=0.1, max=0.4), torch.max(x, dim=1)[0]
+'''
+    src = problem(model, "[torch.randn(4, 9)]")
+    ops = {n.name: n.op for n in capture(src).nodes}
+    assert ops["min_1"] == "minimum" and ops["max_1"] == "max"
+    cand = check(src, ["kernel_fusion"])
+    assert cand.applied == ["kernel_fusion"] and "torch.device('meta')" not in cand.source
+    assert "device=x.device" in cand.source
