@@ -175,12 +175,13 @@ def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
     attr_meta = {name: (tuple(t.shape), t.dtype)
                  for name, t in list(model.named_parameters()) + list(model.named_buffers())}
     module_types = {name: type(m).__name__ for name, m in model.named_modules()}
+    made: set[str] = set()  # constants the trace made (get_attr nodes), turned into graph nodes
 
     def convert(value: Any) -> Any:
         if isinstance(value, torch.fx.Node):
             if value.name in constants:
                 return constants[value.name]
-            if value.op == "get_attr":
+            if value.op == "get_attr" and value.name not in made:
                 return Attr(value.target)
             return Ref(value.name)
         if isinstance(value, (tuple, list)):
@@ -196,7 +197,16 @@ def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
             output = convert(fx_node.args[0])
             continue
         if fx_node.op == "get_attr":
-            continue  # read through Attr operands
+            scalar = _traced_scalar(traced, fx_node.target, attr_meta)
+            if scalar is not None:  # `torch.tensor(self.value)` in forward: a constant the trace made
+                value, dtype = scalar
+                device = f", device={first_input}.device" if first_input else ""
+                node = Node(fx_node.name, "tensor", (value,), {"dtype": dtype},
+                            code=f"torch.tensor({operand_code(value)}, dtype={dtype}{device})")
+                node.shape, node.dtype = (), dtype
+                nodes.append(node)
+                made.add(fx_node.name)
+            continue  # parameters and buffers: read through Attr operands
         if fx_node.op != "placeholder" and not _holds_tensor(result):
             # sizes and other Python values: folded; a device, as the inputs' (the capture's is meta)
             constants[fx_node.name] = (DeviceOf(first_input) if isinstance(result, torch.device) and first_input
@@ -210,6 +220,17 @@ def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
         node.multi = isinstance(result, (tuple, list))
         nodes.append(node)
     return Graph(nodes, output, attr_meta, module_types)
+
+
+def _traced_scalar(traced: torch.fx.GraphModule, target: str, attr_meta: dict[str, Any]) -> tuple[Any, Any] | None:
+    """(value, dtype) of a 0-d tensor that tracing made a constant of the traced module (not one of
+    the model's parameters or buffers), or None."""
+    if target in attr_meta:
+        return None
+    value = getattr(traced, target, None)
+    if not isinstance(value, torch.Tensor) or value.dim() != 0 or value.device.type == "meta":
+        return None
+    return value.item(), value.dtype
 
 
 def _holds_tensor(value: Any) -> bool:

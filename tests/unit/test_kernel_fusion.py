@@ -62,3 +62,20 @@ def test_min_of_two_tensors_is_elementwise_and_a_device_read_off_a_tensor_is_the
     cand = check(src, ["kernel_fusion"])
     assert cand.applied == ["kernel_fusion"] and "torch.device('meta')" not in cand.source
     assert "device=x.device" in cand.source
+
+
+def test_a_scalar_tensor_made_in_forward_from_an_attribute_is_a_constant_of_the_chain():
+    """`torch.tensor(self.value)` in forward is a constant that tracing stores on the traced module,
+    not on the model: it becomes a graph node made on the inputs' device, and the chain fuses."""
+    model = '''class Model(nn.Module):
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+        self.bias = nn.Parameter(torch.randn(5, 1))
+
+    def forward(self, x):
+        x = torch.min(x * 2.0, torch.tensor(self.value))
+        return (x + self.bias) * 3.0
+'''
+    cand = check(problem(model, "[torch.randn(3, 5, 7)]", "[0.25]"), ["kernel_fusion"])
+    assert cand.applied == ["kernel_fusion"] and "self._tensor_constant0" not in cand.source
