@@ -30,3 +30,22 @@ def test_arg_reductions_pick_the_first_of_tied_values_across_blocks(expr, shape)
                   f"[torch.randint(0, 3, {shape}).float()]")
     cand = check(src, ["triton_reduction"], {"launch": {"_reduce_0": {"BLOCK_R": 16}}}, trials=3)
     assert "tl.int32" in cand.source
+
+
+def test_a_reduction_whose_output_takes_a_broadcast_bias_indexes_it_per_row():
+    """Global average pooling, then a per-channel bias fused into the reduction's store: the bias index
+    is the row's channel ((p * Q + q) % C, the whole expression taken modulo C), for every row."""
+    from kskill.agents.recipes.templates.common import broadcast_index
+
+    assert broadcast_index((32, 1, 1), (16, 32, 1, 1), "pid_p * Q + qs") == "((pid_p * Q + qs) % 32)"
+    model = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(6, 1, 1))
+
+    def forward(self, x):
+        x = torch.mean(x, dim=(2, 3), keepdim=True) + self.bias
+        return torch.logsumexp(x, dim=1, keepdim=True) * 10.0
+'''
+    cand = check(problem(model, "[torch.randn(5, 6, 7, 9)]"), ["triton_reduction", "kernel_fusion"])
+    assert cand.applied == ["triton_reduction", "kernel_fusion"]

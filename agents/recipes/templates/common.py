@@ -69,6 +69,7 @@ def broadcast_index(shape: tuple[int, ...], domain: tuple[int, ...], offs: str,
         return "0"
     if s == d:
         return offs
+    offs = offs if offs.isidentifier() else f"({offs})"  # an expression keeps its own precedence below
     # group consecutive dims that are all kept or all broadcast; size-1 domain dims join any group
     groups: list[list[int]] = []
     kinds: list[bool] = []
