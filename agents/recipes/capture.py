@@ -190,7 +190,9 @@ def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
             return {k: convert(v) for k, v in value.items()}
         return value
 
-    first_input = next((n.name for n in traced.graph.nodes if n.op == "placeholder"), None)
+    first = next((n for n in traced.graph.nodes if n.op == "placeholder"), None)
+    first_input = first.name if first is not None else None
+    seen_on = getattr(first.meta.get("kskill_value"), "device", None) if first is not None else None
     for fx_node in traced.graph.nodes:
         result = fx_node.meta.get("kskill_value")
         if fx_node.op == "output":
@@ -208,9 +210,8 @@ def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
                 made.add(fx_node.name)
             continue  # parameters and buffers: read through Attr operands
         if fx_node.op != "placeholder" and not _holds_tensor(result):
-            # sizes and other Python values: folded; a device, as the inputs' (the capture's is meta)
-            constants[fx_node.name] = (DeviceOf(first_input) if isinstance(result, torch.device) and first_input
-                                       else result)
+            # sizes and other Python values: folded; the device the capture ran on, as the inputs'
+            constants[fx_node.name] = (DeviceOf(first_input) if result == seen_on and first_input else result)
             continue
         shape, dtype = _meta_of(result)
         args = convert(tuple(fx_node.args))
