@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import io
 import logging
 import math
@@ -178,11 +179,10 @@ def _fx_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n: torch.fx.Node) -> Any:
             nonlocal recurrent_flops
-            module = self.fetch_attr(n.target) if n.op == "call_module" else None
-            args = self.map_nodes_to_values(n.args, n) if module is not None else ()
-            if recurrent_shapes.shortcut_applies(module, args):
-                result = recurrent_shapes.meta_outputs(module, args[0])
-                recurrent_flops += recurrent_shapes.flops(module, args[0])
+            shortcut = recurrent_shapes.meta_call(self, n)
+            if shortcut is not None:
+                result, layer_flops = shortcut
+                recurrent_flops += layer_flops
             else:
                 result = super().run_node(n)
             values[n.name] = result
@@ -452,8 +452,15 @@ def reference_features(source: str, max_cpu_bytes: int = 256 * 2**20) -> Feature
     """Features of a KernelBench-format reference given as source text.
 
     The model is built on the meta device; only when an op lacks a meta kernel is it rebuilt on
-    the CPU, and then only if its inputs stay under `max_cpu_bytes`.
+    the CPU, and then only if its inputs stay under `max_cpu_bytes`. They are computed once per
+    source (`kskill plan` asks for the sizes before it plans); each caller gets its own copy.
     """
+    found = _reference_features(source, max_cpu_bytes)
+    return Features(dict(found.values), dict(found.unavailable))
+
+
+@functools.lru_cache(maxsize=8)
+def _reference_features(source: str, max_cpu_bytes: int) -> Features:
     errors: list[str] = []
     built: dict[str, _Loaded | None] = {}
 

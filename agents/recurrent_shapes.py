@@ -16,6 +16,18 @@ from torch import nn
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "GRU": 3, "LSTM": 4}  # gate blocks per weight matrix
 
 
+def meta_call(interpreter: Any, node: Any) -> tuple[Any, int] | None:
+    """For an fx Interpreter at `node`: (output, FLOPs) of a recurrent layer called on a meta
+    tensor, from its settings; None where the node must be run as it is."""
+    if node.op != "call_module":
+        return None
+    module = interpreter.fetch_attr(node.target)
+    args = interpreter.map_nodes_to_values(node.args, node)
+    if not shortcut_applies(module, args):
+        return None
+    return meta_outputs(module, args[0]), flops(module, args[0])
+
+
 def shortcut_applies(module: Any, args: tuple[Any, ...]) -> bool:
     """A recurrent layer called on a meta tensor of 2 or 3 dimensions (unbatched or batched)."""
     return (isinstance(module, nn.RNNBase) and module.mode in GATES and bool(args)

@@ -138,7 +138,7 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
         require_isolation(options)
     # The re-timing at the end compiles afresh: what it times is the returned code alone.
     timing_only = options.model_copy(update={"trials": 1, "input_variants": False, "profile": False})
-    if config.brain == "recipes":  # trusted code: its batches share compiled kernels (reviewer/kernel_cache.py)
+    if config.brain == "recipes" and review_fn is None:  # trusted code: its batches share compiled kernels
         options = options.model_copy(update={"kernel_cache": _kernel_cache()})
     return Deps(
         trajectory=Trajectory(store),

@@ -111,12 +111,8 @@ class _MetaRecorder(torch.fx.Interpreter):
     """Runs the traced graph once and records every node's result kind, shape and dtype."""
 
     def run_node(self, n: torch.fx.Node) -> Any:
-        module = self.fetch_attr(n.target) if n.op == "call_module" else None
-        args = self.map_nodes_to_values(n.args, n) if module is not None else ()
-        if recurrent_shapes.shortcut_applies(module, args):
-            result = recurrent_shapes.meta_outputs(module, args[0])  # not run step by step
-        else:
-            result = super().run_node(n)
+        shortcut = recurrent_shapes.meta_call(self, n)  # a recurrent layer: not run step by step
+        result = shortcut[0] if shortcut is not None else super().run_node(n)
         n.meta["kskill_value"] = result
         return result
 
