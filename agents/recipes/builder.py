@@ -15,9 +15,10 @@ from kskill.agents.recipes.base import Lowering
 from kskill.agents.recipes.capture import capture
 from kskill.agents.recipes.emit import ForwardPlan, render
 from kskill.agents.recipes.errors import RecipeNotApplicable
-from kskill.agents.recipes.graph import Graph, Node
+from kskill.agents.recipes.graph import Graph, Node, Ref
 from kskill.agents.recipes.regions import (
-    Region, body_feeding, group_pointwise, is_pointwise, placement_ok, single_consumer_body)
+    ADOPTING_KINDS, ROW_MAJOR_KINDS, Region, body_feeding, group_pointwise, is_pointwise, placement_ok, reshapes_after, reshapes_before,
+    single_consumer_body)
 from kskill.agents.recipes.templates.common import Body
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -97,25 +98,35 @@ def _group_and_attach(ctx: BuildContext) -> None:
     allowed = {n.name for n in graph.nodes if n.name not in claimed and is_pointwise(n, graph)}
     bodies = group_pointwise(graph, allowed)
     used: set[int] = set()
+    if fuse:
+        _adopt_products(ctx, bodies, used)
     for region in list(ctx.regions):
         anchor = region.anchor
         if anchor is None:
             continue
         can_epilogue = fuse or region.kind == "gemm"
+        row_major = region.kind in ROW_MAJOR_KINDS  # reached through reshapes too (x.view(b, c, -1), ...)
         if can_epilogue and region.extra.get("epilogue_ok", True) and region.epilogue is None:
             out_name = region.extra.get("output", anchor.name)
-            body = single_consumer_body(bodies, out_name, graph)
-            if body is not None and id(body) not in used and body.domain == tuple(graph.by_name[out_name].shape):
-                if _fits(graph, region, epilogue=body):
+            views = reshapes_after(graph, out_name) if row_major else []
+            end = views[-1] if views else out_name
+            body = single_consumer_body(bodies, end, graph)
+            if body is not None and id(body) not in used and body.domain == tuple(graph.by_name[end].shape):
+                if _fits(graph, region, epilogue=body, views=views):
                     region.epilogue = body
                     used.add(id(body))
+                    _cover(region, views)
+                    if views:
+                        region.extra["epilogue_input"] = end
         operand = region.extra.get("prologue_operand")
         if fuse and operand is not None and region.prologue is None:
-            body = body_feeding(bodies, anchor, operand, graph)
-            if body is not None and id(body) not in used and body.domain == tuple(graph.shape_of(operand)):
-                if _fits(graph, region, prologue=body):
+            views, source, consumer = reshapes_before(graph, operand, anchor) if row_major else ([], operand, anchor)
+            body = body_feeding(bodies, consumer, source, graph)
+            if body is not None and id(body) not in used and body.domain == tuple(graph.shape_of(source) or ()):
+                if _fits(graph, region, prologue=body, views=views):
                     region.prologue = body
                     used.add(id(body))
+                    _cover(region, views)
     if fuse:
         for body in bodies:
             if id(body) not in used and body.outputs:
@@ -124,7 +135,8 @@ def _group_and_attach(ctx: BuildContext) -> None:
     if "gemm_epilogue_fusion" in ctx.applied:  # marked when it claimed; applied only where a product keeps work
         ctx.applied.remove("gemm_epilogue_fusion")
     for region in ctx.regions:
-        if region.kind == "gemm" and (region.epilogue is not None or region.extra.get("has_bias_work")):
+        if region.kind == "gemm" and (region.epilogue is not None or region.extra.get("has_bias_work")) \
+                or region.extra.get("adopted") is not None:
             ctx.mark("gemm_epilogue_fusion")
         if region.kind != "gemm" and (region.prologue is not None or region.epilogue is not None):
             ctx.mark("kernel_fusion")
@@ -132,8 +144,57 @@ def _group_and_attach(ctx: BuildContext) -> None:
                    if not (r.kind == "gemm" and r.epilogue is None and not r.extra.get("has_bias_work"))]
 
 
-def _fits(graph: Graph, region: Region, prologue: Body | None = None, epilogue: Body | None = None) -> bool:
-    covered = region.names()
+def _adopt_products(ctx: BuildContext, bodies: list[Body], used: set[int]) -> None:
+    """A library product (cuBLAS/cuDNN) read only by a row-major region, through a pointwise chain
+    and reshapes or directly, is computed without its bias, and the region reads the raw product:
+    bias and chain become its prologue, so the product is written once and read by the region,
+    instead of written, read and written again by an epilogue pass first."""
+    from kskill.agents.recipes.gemm_epilogue_fusion import epilogue_body
+
+    graph = ctx.graph
+    if ctx.params.get("gemm_backend", "cublas") != "cublas":  # a Triton GEMM keeps its epilogue in registers
+        return
+    gemms = {r.anchor.name: r for r in ctx.regions if r.kind == "gemm" and r.epilogue is None}
+    for region in list(ctx.regions):
+        operand = region.extra.get("prologue_operand")
+        if region.kind not in ADOPTING_KINDS or operand is None or region.prologue is not None:
+            continue
+        views, source, consumer = reshapes_before(graph, operand, region.anchor)
+        chain = body_feeding(bodies, consumer, source, graph)
+        if chain is not None:
+            products = [o.name for o in chain.external(graph) if isinstance(o, Ref) and o.name in gemms]
+            product = products[0] if len(products) == 1 else None
+            if id(chain) in used or product is None or chain.domain != tuple(graph.by_name[product].shape) \
+                    or not set(graph.users(product)) <= chain.names():
+                continue
+        elif isinstance(source, Ref) and source.name in gemms and graph.users(source.name) == [consumer.name]:
+            product = source.name
+        else:
+            continue
+        gemm = gemms[product]
+        if graph.is_output(product) or not (chain is not None or gemm.extra.get("has_bias_work")):
+            continue
+        prologue = epilogue_body(gemm.anchor, graph, chain)
+        if not _fits(graph, region, prologue=prologue, views=views):
+            continue
+        region.prologue = prologue
+        region.extra["adopted"] = gemm.anchor
+        _cover(region, views)
+        ctx.regions.remove(gemm)
+        del gemms[product]
+        if chain is not None:
+            used.add(id(chain))
+
+
+def _cover(region: Region, views: list[str]) -> None:
+    """The reshapes between a region and its prologue or epilogue are inside its kernel now."""
+    if views:
+        region.extra["covers"] = (*region.extra.get("covers", ()), *views)
+
+
+def _fits(graph: Graph, region: Region, prologue: Body | None = None, epilogue: Body | None = None,
+          views: Sequence[str] = ()) -> bool:
+    covered = region.names() | set(views)
     for b in (prologue, epilogue):
         if b is not None:
             covered |= b.names()

@@ -4,7 +4,9 @@ One read of each input, one write of each output, no intermediates in device mem
 vectorized access each thread handles contiguous runs (16-byte accesses for fp32); in NHWC
 regions the flat domain is walked in channels_last memory order. The same recipe attaches
 pointwise chains to other regions as their prologue (computing a reduction's input on the fly)
-or epilogue (applied to a result still in registers); see builder._group_and_attach.
+or epilogue (applied to a result still in registers), through reshapes too (a view keeps the
+logical order); a cuBLAS/cuDNN product read only by such a region is computed without its bias,
+which the region's prologue adds as it reads; see builder._group_and_attach and _adopt_products.
 """
 
 from __future__ import annotations

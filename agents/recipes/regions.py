@@ -8,6 +8,7 @@ refuses any grouping whose intermediate values would be needed by PyTorch code p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,13 @@ from kskill.agents.recipes.pointwise_ops import BINARY, UNARY, data_operands, is
 from kskill.agents.recipes.templates.common import Body, aligned
 
 FLOAT = ("torch.float32", "torch.float16", "torch.bfloat16")
+# Ops that give the same values in the same logical (row-major) order, only shaped otherwise.
+RESHAPES = ("view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous")
+# Region kinds whose kernels read their input and write their result at logical row-major offsets:
+# a pointwise prologue or epilogue can reach them through a reshape, whose offsets are the same.
+ROW_MAJOR_KINDS = ("softmax", "scan", "norm", "reduce", "pool", "loss", "row_loss")
+# Those whose launcher is FusedIO's own, which can compute a library product first (builder._adopt_products).
+ADOPTING_KINDS = ("softmax", "scan", "norm", "reduce", "pool")
 
 
 @dataclass
@@ -160,3 +168,37 @@ def body_feeding(bodies: list[Body], consumer: Node, operand: Any, graph: Graph)
                     and not graph.is_output(operand.name):
                 return body
     return None
+
+
+def is_reshape(node: Node, graph: Graph) -> bool:
+    """A reshape of one tensor (a view, flatten, squeeze...): the same elements in the same logical order."""
+    source = node.args[0] if node.args else None
+    if node.op not in RESHAPES or not isinstance(source, Ref) or node.shape is None or node.multi:
+        return False
+    before = graph.by_name[source.name]
+    return before.shape is not None and math.prod(before.shape) == math.prod(node.shape) \
+        and before.dtype == node.dtype
+
+
+def reshapes_after(graph: Graph, name: str) -> list[str]:
+    """The reshapes that follow `name` one after another, each the only user of the value before it."""
+    chain: list[str] = []
+    while not graph.is_output(name):
+        users = graph.users(name)
+        if len(users) != 1 or not is_reshape(graph.by_name[users[0]], graph):
+            break
+        name = users[0]
+        chain.append(name)
+    return chain
+
+
+def reshapes_before(graph: Graph, operand: Any, consumer: Node) -> tuple[list[str], Any, Node]:
+    """(reshapes, source, first consumer): the reshapes that lead to `operand`, each used only by the
+    next one (the last by `consumer`), the value they start from, and the node that reads it."""
+    chain: list[str] = []
+    while isinstance(operand, Ref) and is_reshape(graph.by_name[operand.name], graph) \
+            and graph.users(operand.name) == [consumer.name] and not graph.is_output(operand.name):
+        consumer = graph.by_name[operand.name]
+        chain.insert(0, consumer.name)
+        operand = consumer.args[0]
+    return chain, operand, consumer

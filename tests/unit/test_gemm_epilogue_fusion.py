@@ -83,3 +83,43 @@ def test_a_product_whose_uses_form_no_epilogue_is_not_reported_applied():
                   "[torch.randn(4, 8)]")
     cand = build_candidate(src, ["gemm_epilogue_fusion"])
     assert cand.applied == [] and "@triton.jit" not in cand.source
+
+
+CONV_CHAIN_NORM = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.norm = nn.GroupNorm(4, 8)
+
+    def forward(self, x):
+        return self.norm(torch.sigmoid(self.conv(x) * 2.0))
+'''
+LINEAR_SOFTMAX = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(33, 37)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return torch.softmax(F.gelu(y).view(5, 37), dim=1){tail}
+'''
+ADOPTING = ["gemm_epilogue_fusion", "fused_normalization", "online_softmax", "kernel_fusion"]
+
+
+@pytest.mark.parametrize("source", [problem(CONV_CHAIN_NORM, "[torch.randn(2, 3, 9, 9)]"),
+                                    problem(LINEAR_SOFTMAX.format(tail=""), "[torch.randn(5, 33)]")])
+def test_a_row_region_reads_the_raw_product(source):
+    """The product's only reader is a norm or softmax: cuDNN/cuBLAS computes it without its bias and the
+    region's kernel adds the bias and the chain as it reads, so no epilogue pass writes it in between."""
+    cand = check(source, ADOPTING)
+    assert cand.source.count("_kernel[") == 1, cand.source
+    assert "None, (1, 1)" in cand.source or "functional.linear(x, fc_weight)" in cand.source
+    assert "gemm_epilogue_fusion" in cand.applied
+
+
+def test_a_product_read_twice_or_on_a_triton_gemm_is_not_adopted():
+    twice = problem(LINEAR_SOFTMAX.format(tail=" + y"), "[torch.randn(5, 33)]")
+    assert "the bias is added as this kernel reads it" not in check(twice, ADOPTING).source
+    once = problem(LINEAR_SOFTMAX.format(tail=""), "[torch.randn(5, 33)]")
+    triton = check(once, ADOPTING, {"gemm_backend": "triton"})
+    assert "the bias is added as this kernel reads it" not in triton.source and "tl.dot" in triton.source

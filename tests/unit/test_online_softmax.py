@@ -21,3 +21,28 @@ def test_long_rows_use_online_pass(monkeypatch):
                   "[torch.randn(3, 301) * 5]")
     cand = check(src, ["online_softmax"])
     assert "m_new" in cand.source
+
+
+def test_prologue_and_epilogue_reached_through_reshapes():
+    """softmax(clamp(x).view(b, c, -1)).view(shape) * scale: one kernel, no intermediate in memory."""
+    src = problem("class Model(nn.Module):\n"
+                  "    def __init__(self):\n        super().__init__()\n"
+                  "        self.scale = nn.Parameter(torch.randn(1, 3, 1, 1))\n"
+                  "    def forward(self, x):\n"
+                  "        b, c, h, w = x.shape\n"
+                  "        y = torch.clamp(x + 0.5, 0.0, 1.0).view(b, c, -1)\n"
+                  "        y = torch.softmax(y, dim=2)\n"
+                  "        return y.view(b, c, h, w) * self.scale\n",
+                  "[torch.randn(2, 3, 5, 7)]")
+    cand = check(src, ["online_softmax", "kernel_fusion"])
+    assert cand.source.count("_kernel[") == 1, cand.source
+    assert "tl.minimum" in cand.source and ".view(" not in cand.source.split("class ModelNew")[1]
+
+
+def test_a_permute_is_not_seen_through():
+    """A transpose changes the logical order, so the chain before it stays a kernel of its own."""
+    src = problem("class Model(nn.Module):\n    def forward(self, x):\n"
+                  "        return torch.softmax((x * 2.0).permute(0, 2, 1), dim=2)\n",
+                  "[torch.randn(2, 5, 7)]")
+    cand = check(src, ["online_softmax", "kernel_fusion"])
+    assert cand.source.count("_kernel[") == 2, cand.source

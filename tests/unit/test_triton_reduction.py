@@ -49,3 +49,13 @@ def test_a_reduction_whose_output_takes_a_broadcast_bias_indexes_it_per_row():
 '''
     cand = check(problem(model, "[torch.randn(5, 6, 7, 9)]"), ["triton_reduction", "kernel_fusion"])
     assert cand.applied == ["triton_reduction", "kernel_fusion"]
+
+
+def test_epilogue_through_a_reshape():
+    """sum(x, dim).view(...) followed by pointwise work: the work runs on the reduced values in registers."""
+    src = problem("class Model(nn.Module):\n    def forward(self, x):\n"
+                  "        s = torch.sum(x, dim=2).reshape(x.shape[0], -1)\n"
+                  "        return torch.relu(s - 1.0)\n",
+                  "[torch.randn(3, 4, 9)]")
+    cand = check(src, ["triton_reduction", "kernel_fusion"])
+    assert cand.source.count("_kernel[") == 1, cand.source

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from kskill.agents.recipes.gemm_epilogue_fusion import ACC, anchor_inputs, product_text
 from kskill.agents.recipes.graph import Graph, Node, Ref
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import Body, emit_body, operand_key, wide_index
@@ -38,7 +39,7 @@ class FusedIO:
             if op is not None:
                 self.add(op)
         if r.epilogue is not None:
-            inside_anchor = {r.extra.get("output", r.anchor.name)}
+            inside_anchor = {r.extra.get("output", r.anchor.name), r.extra.get("epilogue_input")}
             self.add_all([o for o in r.epilogue.external(self.graph)
                           if not (isinstance(o, Ref) and o.name in inside_anchor)])
 
@@ -46,8 +47,18 @@ class FusedIO:
         key = operand_key(operand)
         if key not in self.ptrs:
             self.operands.append(operand)
-            self.ptrs.update(pointer_args([operand]))
+            self.ptrs[key] = "acc_ptr" if key == ACC else pointer_args([operand])[key]
         return self.ptrs[key]
+
+    def launcher_inputs(self) -> list[Any]:
+        """What the launcher is called with: the operands, with an adopted product's inputs in place of
+        the product itself (builder._adopt_products), which the launcher computes first."""
+        adopted = self.region.extra.get("adopted")
+        if adopted is None:
+            return list(self.operands)
+        a, w, _ = anchor_inputs(adopted)
+        rest = [o for o in self.operands if operand_key(o) != ACC]
+        return [a, w] + [o for o in rest if o not in (a, w)]
 
     def add_all(self, operands: list[Any]) -> None:
         for op in operands:
@@ -56,7 +67,9 @@ class FusedIO:
     @property
     def wide(self) -> bool:
         """Whether any tensor this kernel reads or writes needs 64-bit offsets."""
-        shapes = [self.graph.shape_of(o) for o in self.operands] + [n.shape for n in self.outputs()]
+        adopted = self.region.extra.get("adopted")
+        shapes = [adopted.shape if operand_key(o) == ACC else self.graph.shape_of(o) for o in self.operands]
+        shapes += [n.shape for n in self.outputs()]
         return wide_index(*shapes)
 
     def load_input(self, offs: str, mask: str, other: str = "0.0") -> tuple[list[str], str]:
@@ -82,7 +95,9 @@ class FusedIO:
         var_of = {anchor_out: value}
         lines: list[str] = []
         if r.epilogue is not None:
-            em = emit_body(r.epilogue, self.graph, self.ptrs, offs, mask, provided={anchor_out: value},
+            # the epilogue may read the result through reshapes (epilogue_input): the same value at offs
+            provided = {anchor_out: value, r.extra.get("epilogue_input", anchor_out): value}
+            em = emit_body(r.epilogue, self.graph, self.ptrs, offs, mask, provided=provided,
                            perm=self.perm, prefix="e")
             lines += em.lines
             var_of = em.var_of
@@ -99,7 +114,12 @@ class FusedIO:
                  extra_args: list[str] = (), launch_opts: str = "") -> str:
         """def name(operands): contiguous inputs, allocate outputs, launch, return outputs."""
         params = [arg_name(o) for o in self.operands]
-        src = [f"def {name}({', '.join(params)}):"]
+        src = [f"def {name}({', '.join(arg_name(o) for o in self.launcher_inputs())}):"]
+        adopted = self.region.extra.get("adopted")
+        if adopted is not None:
+            a, w, _ = anchor_inputs(adopted)
+            src.append(f"    {arg_name(Ref(ACC))} = {product_text(adopted, arg_name(a), arg_name(w))}"
+                       "  # cuBLAS/cuDNN without its bias: the bias is added as this kernel reads it")
         for o in self.operands:
             src.append(f"    {arg_name(o)} = {prepare(o, self.graph)}")
         src += [f"    {line}" for line in body_before]
@@ -114,7 +134,7 @@ class FusedIO:
         return "\n".join(src) + "\n"
 
     def unit(self, name: str, kernel: str, launcher: str, params: dict[str, Any]) -> KernelUnit:
-        return KernelUnit(name, kernel, launcher, list(self.operands), [n.name for n in self.outputs()],
+        return KernelUnit(name, kernel, launcher, self.launcher_inputs(), [n.name for n in self.outputs()],
                           params, self.region.technique)
 
 
