@@ -203,7 +203,10 @@ class SandboxedBatch:
         timed = [i for i in self.held if reviews[i].timing is not None and reviews[i].timing.representative]
         fastest = max(timed, key=lambda i: reviews[i].timing.speedup) if timed else None
         budget = self.time_left(self.options.ncu_timeout_s)
-        if budget > 1:
+        skip = nsight.skip_reason((self.batch.reference_profile or {}).get("observations"))
+        if skip is not None:
+            obs, unavailable = {}, nsight.unavailable_all(skip)
+        elif budget > 1:
             gpu = self.batch.reference.get("device", "gpu")
             began = time.monotonic()
             obs, unavailable, _ = nsight.reference_ncu(self.problem, self.workdir, self.options, gpu, budget)
@@ -222,7 +225,10 @@ class SandboxedBatch:
         if fastest is not None:
             budget = self.time_left(self.options.ncu_timeout_s)
             began = time.monotonic()
-            if budget > 1:
+            skip = nsight.skip_reason(reviews[fastest].observations)
+            if skip is not None:
+                profile = {}, nsight.unavailable_all(skip), {}
+            elif budget > 1:
                 started = ncu or nsight.start_ncu(self.workdir, self.options, "fastest", budget)
                 profile = nsight.finish_ncu(started, self.options, self.paths[fastest], budget)
             else:

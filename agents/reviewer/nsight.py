@@ -33,10 +33,24 @@ NCU_CONFIRM_FACTOR = 0.5
 NCU_SLACK_MS = 0.01
 
 Profile = tuple[dict[str, Any], dict[str, str], dict[str, Any]]  # observations, unavailable, detail
+# ncu profiles a forward's first NCU_KERNEL_CAP kernels. A forward of many more (a network) is not
+# described by them, and profiling it costs a network's start-up under ncu, 10-25 s a batch on the
+# H200 (MobileNetV2's seed batch: 17.5 s of 57 s), so it is not run there: torch.profiler's
+# per-kernel breakdown, which every timed review has, describes the forward instead.
+NCU_SKIP_LAUNCHES = 4 * profiling.NCU_KERNEL_CAP
 
 
 def unavailable_all(reason: str) -> dict[str, str]:
     return {name: reason for name in profiling.ncu_metric_names()}
+
+
+def skip_reason(observations: dict[str, Any] | None) -> str | None:
+    """Why ncu is not run on a forward with these torch.profiler observations (None: it is run)."""
+    launches = (observations or {}).get("kernel_launches_per_forward")
+    if isinstance(launches, (int, float)) and launches > NCU_SKIP_LAUNCHES:
+        return (f"not run: the forward launches {launches:g} kernels, and Nsight Compute's first "
+                f"{profiling.NCU_KERNEL_CAP} would not describe it; torch.profiler's kernel breakdown does")
+    return None
 
 
 def start_ncu(workdir: Path, options: ReviewOptions, tag: str, timeout_s: float) -> Started | None:

@@ -115,3 +115,13 @@ def test_cpu_timing_interleaves_and_drops_the_first_round():
     assert calls[:2] == ["a", "b"]            # warm-up
     assert calls[2:] == ["a", "b", "b", "a", "a", "b", "b", "a"]
     assert result["stats"]["a"]["n"] == 3
+
+
+def test_ncu_is_skipped_on_a_forward_of_many_more_kernels_than_it_profiles():
+    from kskill.agents.reviewer import nsight
+
+    cap = profiling.NCU_KERNEL_CAP
+    assert nsight.skip_reason({"kernel_launches_per_forward": 4 * cap}) is None
+    assert nsight.skip_reason({}) is None and nsight.skip_reason(None) is None  # no profile: ncu decides
+    reason = nsight.skip_reason({"kernel_launches_per_forward": 156.0})
+    assert reason is not None and "156 kernels" in reason and f"first {cap}" in reason
