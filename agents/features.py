@@ -171,8 +171,9 @@ def _fx_capture(loaded: _Loaded) -> tuple[list[OpNode], Any, float]:
     from torch.utils.flop_counter import FlopCounterMode
 
     from kskill.agents import recurrent_shapes
+    from kskill.agents.recipes.capture import trace
 
-    traced = torch.fx.symbolic_trace(loaded.model)
+    traced = trace(loaded.model)
     values: dict[str, Any] = {}
     recurrent_flops = 0
 

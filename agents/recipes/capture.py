@@ -137,12 +137,21 @@ def _captured(source: str) -> Graph | CaptureError:
         return exc
 
 
+def trace(model: nn.Module) -> torch.fx.GraphModule:
+    """torch.fx.symbolic_trace, with buffers read as graph values like parameters: a buffer indexed in
+    forward (self.table[1]) stays an op on the buffer, not a constant the trace folds and names."""
+    tracer = torch.fx.Tracer()
+    tracer.proxy_buffer_attributes = True
+    graph = tracer.trace(model)
+    return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
 def _capture(source: str) -> Graph:
     problem = None
     for device in ("meta", "cpu"):
         try:
             problem = load_problem(source, device)
-            traced = torch.fx.symbolic_trace(problem.model)
+            traced = trace(problem.model)
             _MetaRecorder(traced).run(*problem.inputs)
             break
         except CaptureError:

@@ -10,10 +10,11 @@ text. It imports torch and triton only.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from kskill.agents.recipes import shared_kernels
-from kskill.agents.recipes.graph import Graph, operand_code
+from kskill.agents.recipes.graph import Attr, Graph, operand_code
 from kskill.agents.recipes.autotune_launch import AUTOTUNE_HELPER
 from kskill.agents.recipes.cuda_graph import CUDA_GRAPH_METHODS, FRESH
 from kskill.agents.recipes.tf32_tensor_cores import TF32_HELPER
@@ -115,9 +116,43 @@ def render(source: str, graph: Graph, plan: ForwardPlan, techniques: list[str], 
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
+# A submodule reached by indexing (self.features[3][0]): nn.Sequential's __getitem__ walks its children
+# on every call, 1.5-3 us a lookup, which a network of a hundred layers pays on every forward.
+INDEXED_MODULE = re.compile(r"self(?:\.[A-Za-z_]\w*|\[\d+\])*\[\d+\]")
+
+
+def _module_codes(graph: Graph) -> set[str]:
+    """`self....` texts of the modules the forward calls and of the modules that hold them."""
+    paths = {n.module for n in graph.nodes if n.module}
+    paths |= {".".join(p.split(".")[:i]) for p in paths for i in range(1, p.count(".") + 1)}
+    return {Attr(p).code for p in paths}
+
+
+def _bind_indexed(body: list[str], modules: set[str]) -> tuple[list[str], list[str]]:
+    """(body, method): the body reading its indexed submodules from a tuple looked up once per module,
+    and the method that looks them up (empty when the body indexes none). Only modules are kept: a
+    module stays the same object when the model moves between devices, a buffer or an indexed tensor
+    does not."""
+    found = list(dict.fromkeys(m.group(0) for line in body for m in INDEXED_MODULE.finditer(line)
+                               if m.group(0) in modules))
+    if not found:
+        return body, []
+    slot = {text: f"_m[{i}]" for i, text in enumerate(found)}
+    body = [INDEXED_MODULE.sub(lambda m: slot.get(m.group(0), m.group(0)), line) for line in body]
+    body.insert(0, '_m = self.__dict__.get("_kskill_modules") or self._kskill_bind()')
+    method = ["", "    def _kskill_bind(self):",
+              '        """The submodules forward reaches by indexing, looked up once (nn.Sequential walks its',
+              '        children on every index); kept outside the module\'s registered children."""',
+              "        found = (", *[f"            {text}," for text in found], "        )",
+              '        self.__dict__["_kskill_modules"] = found',
+              "        return found"]
+    return body, method
+
+
 def _model_class(graph: Graph, plan: ForwardPlan) -> str:
     args = ", ".join(n.name for n in graph.inputs())
     body = shape_checks(graph) + plan.lines + [f"return {operand_code(graph.output)}"]
+    body, bind = _bind_indexed(body, _module_codes(graph))
     forward_body = "\n".join("        " + line for line in body)
     text = ["\n\nclass ModelNew(Model):",
             '    """The reference module with its forward rewritten by the applied techniques."""', ""]
@@ -131,6 +166,7 @@ def _model_class(graph: Graph, plan: ForwardPlan) -> str:
     else:
         text.append(f"    def forward(self, {args}):")
     text.append(forward_body)
+    text += bind
     if plan.cuda_graph:
         text.append(CUDA_GRAPH_METHODS.rstrip("\n"))
     return "\n".join(text) + "\n"

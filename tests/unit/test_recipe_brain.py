@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import torch
 from recipe_support import check, problem
 
 from kskill.agents.recipes import RECIPES, RecipeNotApplicable, applicable, build_candidate
@@ -64,3 +65,23 @@ def test_generated_shape_check():
     ns = load(build_candidate(src, ["kernel_fusion"]).source)
     with pytest.raises(ValueError, match="generated for x of shape"):
         ns["ModelNew"]()(torch.randn(4, 5))
+
+
+def test_indexed_submodules_are_looked_up_once():
+    """A forward over nn.Sequential children reads them from a tuple bound on the first call (indexing
+    a Sequential walks its children every time); a buffer indexed in the forward is left as it is."""
+    src = problem("class Model(nn.Module):\n"
+                  "    def __init__(self):\n        super().__init__()\n"
+                  "        self.net = nn.Sequential(nn.Linear(6, 8), nn.Sequential(nn.ReLU(), nn.Linear(8, 4)))\n"
+                  "        self.register_buffer('table', torch.randn(3, 4))\n"
+                  "    def forward(self, x):\n        return self.net(x) + self.table[1]\n",
+                  "[torch.randn(5, 6)]")
+    cand = check(src, [])
+    forward = cand.source.split("class ModelNew")[1]
+    assert "self.net[" not in forward.split("def _kskill_bind")[0]
+    assert "self.table" in forward  # not a module: read through the module each call
+    namespace: dict = {}
+    exec(compile(cand.source, "<generated>", "exec"), namespace)
+    model = namespace["ModelNew"]()
+    model(torch.randn(5, 6))
+    assert model._kskill_modules[0] is model.net[0] and "_kskill_modules" not in dict(model.named_children())
