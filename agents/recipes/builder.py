@@ -17,8 +17,8 @@ from kskill.agents.recipes.emit import ForwardPlan, render
 from kskill.agents.recipes.errors import RecipeNotApplicable
 from kskill.agents.recipes.graph import Graph, Node, Ref
 from kskill.agents.recipes.regions import (
-    ADOPTING_KINDS, ROW_MAJOR_KINDS, Region, body_feeding, group_pointwise, is_pointwise, placement_ok, reshapes_after, reshapes_before,
-    single_consumer_body)
+    ADOPTING_KINDS, ROW_MAJOR_KINDS, Region, body_feeding, group_pointwise, is_pointwise, placement_ok,
+    reshapes_after, reshapes_before, single_consumer_body)
 from kskill.agents.recipes.templates.common import Body
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -92,14 +92,28 @@ def _group_and_attach(ctx: BuildContext) -> None:
     """Pointwise chains: attached to a region as epilogue/prologue, or their own kernel."""
     graph = ctx.graph
     fuse = ctx.uses("kernel_fusion")
-    if not (fuse or any(r.kind == "gemm" for r in ctx.regions)):  # a gemm region takes its epilogue
-        return
     claimed = ctx.claimed()
     allowed = {n.name for n in graph.nodes if n.name not in claimed and is_pointwise(n, graph)}
     bodies = group_pointwise(graph, allowed)
     used: set[int] = set()
-    if fuse:
-        _adopt_products(ctx, bodies, used)
+    _adopt_products(ctx, bodies, used, fuse)
+    if fuse or any(r.kind == "gemm" for r in ctx.regions):  # a gemm region takes its epilogue
+        _attach(ctx, bodies, used, fuse)
+    if "gemm_epilogue_fusion" in ctx.applied:  # marked when it claimed; applied only where a product keeps work
+        ctx.applied.remove("gemm_epilogue_fusion")
+    for region in ctx.regions:
+        if region.kind == "gemm" and (region.epilogue is not None or region.extra.get("has_bias_work")):
+            ctx.mark("gemm_epilogue_fusion")
+        if fuse and region.kind != "gemm" and (region.prologue is not None or region.epilogue is not None):
+            ctx.mark("kernel_fusion")
+    ctx.regions = [r for r in ctx.regions
+                   if not (r.kind == "gemm" and r.epilogue is None and not r.extra.get("has_bias_work"))]
+
+
+def _attach(ctx: BuildContext, bodies: list[Body], used: set[int], fuse: bool) -> None:
+    """Each region takes the chain after it as its epilogue, and (with kernel_fusion) the chain that
+    computes its input as its prologue; the chains left over become kernels of their own."""
+    graph = ctx.graph
     for region in list(ctx.regions):
         anchor = region.anchor
         if anchor is None:
@@ -132,56 +146,51 @@ def _group_and_attach(ctx: BuildContext) -> None:
             if id(body) not in used and body.outputs:
                 ctx.regions.append(Region("pointwise", "kernel_fusion", body=body))
                 ctx.mark("kernel_fusion")
-    if "gemm_epilogue_fusion" in ctx.applied:  # marked when it claimed; applied only where a product keeps work
-        ctx.applied.remove("gemm_epilogue_fusion")
-    for region in ctx.regions:
-        if region.kind == "gemm" and (region.epilogue is not None or region.extra.get("has_bias_work")) \
-                or region.extra.get("adopted") is not None:
-            ctx.mark("gemm_epilogue_fusion")
-        if region.kind != "gemm" and (region.prologue is not None or region.epilogue is not None):
-            ctx.mark("kernel_fusion")
-    ctx.regions = [r for r in ctx.regions
-                   if not (r.kind == "gemm" and r.epilogue is None and not r.extra.get("has_bias_work"))]
 
 
-def _adopt_products(ctx: BuildContext, bodies: list[Body], used: set[int]) -> None:
-    """A library product (cuBLAS/cuDNN) read only by a row-major region, through a pointwise chain
-    and reshapes or directly, is computed without its bias, and the region reads the raw product:
-    bias and chain become its prologue, so the product is written once and read by the region,
-    instead of written, read and written again by an epilogue pass first."""
-    from kskill.agents.recipes.gemm_epilogue_fusion import epilogue_body
+def _adopt_products(ctx: BuildContext, bodies: list[Body], used: set[int], fuse: bool) -> None:
+    """A library product (cuBLAS/cuDNN) read only by a row-major region, directly or through reshapes
+    and (with kernel_fusion) a pointwise chain, is computed without its bias, and the region reads
+    the raw product: bias and chain become its prologue. The product is then written once and read
+    by the region, instead of written, read and written again by a bias or epilogue pass first."""
+    from kskill.agents.recipes.gemm_epilogue_fusion import epilogue_body, gemm_region
 
     graph = ctx.graph
     if ctx.params.get("gemm_backend", "cublas") != "cublas":  # a Triton GEMM keeps its epilogue in registers
         return
-    gemms = {r.anchor.name: r for r in ctx.regions if r.kind == "gemm" and r.epilogue is None}
+    claimed = ctx.claimed()
+    gemms = {r.anchor.name: r for r in ctx.regions if r.kind == "gemm"}
+    products = {n.name for n in graph.nodes if n.name not in claimed and gemm_region(n, graph) is not None}
+    products |= {name for name, r in gemms.items() if r.epilogue is None}
     for region in list(ctx.regions):
         operand = region.extra.get("prologue_operand")
         if region.kind not in ADOPTING_KINDS or operand is None or region.prologue is not None:
             continue
         views, source, consumer = reshapes_before(graph, operand, region.anchor)
-        chain = body_feeding(bodies, consumer, source, graph)
+        chain = body_feeding(bodies, consumer, source, graph) if fuse else None
         if chain is not None:
-            products = [o.name for o in chain.external(graph) if isinstance(o, Ref) and o.name in gemms]
-            product = products[0] if len(products) == 1 else None
+            read = [o.name for o in chain.external(graph) if isinstance(o, Ref) and o.name in products]
+            product = read[0] if len(read) == 1 else None
             if id(chain) in used or product is None or chain.domain != tuple(graph.by_name[product].shape) \
                     or not set(graph.users(product)) <= chain.names():
                 continue
-        elif isinstance(source, Ref) and source.name in gemms and graph.users(source.name) == [consumer.name]:
+        elif isinstance(source, Ref) and source.name in products and graph.users(source.name) == [consumer.name]:
             product = source.name
         else:
             continue
-        gemm = gemms[product]
-        if graph.is_output(product) or not (chain is not None or gemm.extra.get("has_bias_work")):
-            continue
-        prologue = epilogue_body(gemm.anchor, graph, chain)
+        anchor = graph.by_name[product]
+        conv_bias = anchor.op.startswith("conv") and anchor.attrs.get("has_bias")
+        if graph.is_output(product) or not (chain is not None or conv_bias):
+            continue  # nothing the region saves by reading the product raw
+        prologue = epilogue_body(anchor, graph, chain)
         if not _fits(graph, region, prologue=prologue, views=views):
             continue
         region.prologue = prologue
-        region.extra["adopted"] = gemm.anchor
+        region.extra["adopted"] = anchor
         _cover(region, views)
-        ctx.regions.remove(gemm)
-        del gemms[product]
+        products.discard(product)
+        if product in gemms:
+            ctx.regions.remove(gemms.pop(product))
         if chain is not None:
             used.add(id(chain))
 

@@ -114,7 +114,15 @@ def test_a_row_region_reads_the_raw_product(source):
     cand = check(source, ADOPTING)
     assert cand.source.count("_kernel[") == 1, cand.source
     assert "None, (1, 1)" in cand.source or "functional.linear(x, fc_weight)" in cand.source
-    assert "gemm_epilogue_fusion" in cand.applied
+    assert "kernel_fusion" in cand.applied and "gemm_epilogue_fusion" not in cand.applied  # no product pass left
+
+
+def test_a_norm_reads_a_biased_convolution_raw_without_kernel_fusion():
+    """Conv -> GroupNorm: the norm adds the convolution's bias as it reads, saving the bias pass."""
+    src = problem(CONV_CHAIN_NORM.replace("torch.sigmoid(self.conv(x) * 2.0)", "self.conv(x)"),
+                  "[torch.randn(2, 3, 9, 9)]")
+    cand = check(src, ["fused_normalization"])
+    assert cand.applied == ["fused_normalization"] and "None, (1, 1)" in cand.source
 
 
 def test_a_product_read_twice_or_on_a_triton_gemm_is_not_adopted():
