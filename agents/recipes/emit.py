@@ -137,13 +137,15 @@ def _bind_indexed(body: list[str], modules: set[str]) -> tuple[list[str], list[s
                                if m.group(0) in modules))
     if not found:
         return body, []
-    slot = {text: f"_m[{i}]" for i, text in enumerate(found)}
+    slot = {text: f"_m[{i}]" for i, text in enumerate(found, start=1)}
     body = [INDEXED_MODULE.sub(lambda m: slot.get(m.group(0), m.group(0)), line) for line in body]
-    body.insert(0, '_m = self.__dict__.get("_kskill_modules") or self._kskill_bind()')
+    body[:0] = ['_m = self.__dict__.get("_kskill_modules")',
+                "if _m is None or _m[0] is not self:  # a copy that shares this dict (a replica) binds its own",
+                "    _m = self._kskill_bind()"]
     method = ["", "    def _kskill_bind(self):",
               '        """The submodules forward reaches by indexing, looked up once (nn.Sequential walks its',
               '        children on every index); kept outside the module\'s registered children."""',
-              "        found = (", *[f"            {text}," for text in found], "        )",
+              "        found = (", "            self,", *[f"            {text}," for text in found], "        )",
               '        self.__dict__["_kskill_modules"] = found',
               "        return found"]
     return body, method

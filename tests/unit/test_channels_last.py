@@ -129,5 +129,5 @@ def test_a_convolution_inside_a_sequential_is_named_by_index():
                   "        self.block = nn.Sequential(nn.Conv2d(3, 4, 1, bias=False))\n\n"
                   "    def forward(self, x):\n        return self.block(x)\n", "[torch.randn(2, 3, 5, 5)]")
     cand = check(src, ["channels_last"])
-    assert cand.applied == ["channels_last"] and "_m[0].weight.contiguous(" in cand.source
+    assert cand.applied == ["channels_last"] and "_m[1].weight.contiguous(" in cand.source
     assert "            self.block[0],\n" in cand.source  # bound once (emit._bind_indexed)

@@ -1,5 +1,6 @@
 """The recipe brain's interface: seed, determinism, suite capture, applicability, errors."""
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -84,4 +85,7 @@ def test_indexed_submodules_are_looked_up_once():
     exec(compile(cand.source, "<generated>", "exec"), namespace)
     model = namespace["ModelNew"]()
     model(torch.randn(5, 6))
-    assert model._kskill_modules[0] is model.net[0] and "_kskill_modules" not in dict(model.named_children())
+    assert model._kskill_modules[1] is model.net[0] and "_kskill_modules" not in dict(model.named_children())
+    replica = copy.copy(model)  # shares the bound tuple, as DataParallel's replicas share a module's dict
+    replica(torch.randn(5, 6))
+    assert replica._kskill_modules[0] is replica and model._kskill_modules[0] is model
