@@ -35,6 +35,18 @@ _OPERATORS: dict[Callable[..., Any], tuple[str, str]] = {
     operator.matmul: ("matmul", "{0} @ {1}"),
     operator.neg: ("neg", "-{0}"),
     operator.getitem: ("getitem", "{0}[{1}]"),
+    # comparisons and integer arithmetic (a causal mask `self.bias[..., :T, :T] == 0`): PyTorch text only
+    operator.eq: ("eq", "({0} == {1})"),
+    operator.ne: ("ne", "({0} != {1})"),
+    operator.lt: ("lt", "({0} < {1})"),
+    operator.le: ("le", "({0} <= {1})"),
+    operator.gt: ("gt", "({0} > {1})"),
+    operator.ge: ("ge", "({0} >= {1})"),
+    operator.floordiv: ("floor_divide", "({0} // {1})"),
+    operator.mod: ("remainder", "({0} % {1})"),
+    operator.and_: ("logical_and", "({0} & {1})"),
+    operator.or_: ("logical_or", "({0} | {1})"),
+    operator.invert: ("bitwise_not", "(~{0})"),
 }
 
 # Module types whose call becomes a canonical op, with the attributes a recipe needs.
@@ -193,6 +205,8 @@ def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
             return type(value)(convert(v) for v in value)
         if isinstance(value, dict):
             return {k: convert(v) for k, v in value.items()}
+        if isinstance(value, slice):  # x[:, :T] with T read off a size: the bound is a folded value
+            return slice(convert(value.start), convert(value.stop), convert(value.step))
         return value
 
     first = next((n for n in traced.graph.nodes if n.op == "placeholder"), None)

@@ -149,4 +149,6 @@ def operand_code(value: Any) -> str:
         return operand_code(tuple(value))
     if value is Ellipsis:
         return "..."
+    if isinstance(value, slice):
+        return f"slice({operand_code(value.start)}, {operand_code(value.stop)}, {operand_code(value.step)})"
     return repr(value)

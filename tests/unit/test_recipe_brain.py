@@ -89,3 +89,17 @@ def test_indexed_submodules_are_looked_up_once():
     replica = copy.copy(model)  # shares the bound tuple, as DataParallel's replicas share a module's dict
     replica(torch.randn(5, 6))
     assert replica._kskill_modules[0] is replica and model._kskill_modules[0] is model
+
+
+def test_a_causal_mask_sliced_by_a_size_is_captured():
+    """`self.bias[:, :T, :T] == 0` with T read off x.size(): the slice bound is folded to its value and the
+    comparison stays PyTorch code (the minGPT attention's mask)."""
+    src = problem("class Model(nn.Module):\n"
+                  "    def __init__(self):\n        super().__init__()\n"
+                  "        self.register_buffer('bias', torch.tril(torch.ones(8, 8)).view(1, 8, 8))\n"
+                  "        self.lin = nn.Linear(5, 5)\n"
+                  "    def forward(self, x):\n        y = self.lin(x)\n        T = x.size(1)\n"
+                  "        return torch.softmax(y.masked_fill(self.bias[:, :T, :T] == 0, float('-inf')), dim=-1)\n",
+                  "[torch.randn(2, 5, 5)]")
+    cand = check(src, ["online_softmax", "kernel_fusion"])
+    assert "slice(None, 5, None)" in cand.source and "== 0" in cand.source
