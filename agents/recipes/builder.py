@@ -92,12 +92,13 @@ def _group_and_attach(ctx: BuildContext) -> None:
     """Pointwise chains: attached to a region as epilogue/prologue, or their own kernel."""
     graph = ctx.graph
     fuse = ctx.uses("kernel_fusion")
+    attaching = fuse or any(r.kind == "gemm" for r in ctx.regions)  # a gemm region takes its epilogue
     claimed = ctx.claimed()
     allowed = {n.name for n in graph.nodes if n.name not in claimed and is_pointwise(n, graph)}
-    bodies = group_pointwise(graph, allowed)
+    bodies = group_pointwise(graph, allowed) if attaching else []  # chains only where something takes them
     used: set[int] = set()
     _adopt_products(ctx, bodies, used, fuse)
-    if fuse or any(r.kind == "gemm" for r in ctx.regions):  # a gemm region takes its epilogue
+    if attaching:
         _attach(ctx, bodies, used, fuse)
     if "gemm_epilogue_fusion" in ctx.applied:  # marked when it claimed; applied only where a product keeps work
         ctx.applied.remove("gemm_epilogue_fusion")
