@@ -82,9 +82,11 @@ def host_stamp() -> dict[str, str]:
     except PackageNotFoundError:
         kskill_version = "unknown"
     source = Path(kskill.__file__).resolve().parent.parent
-    commit = _command(["git", "-C", str(source), "rev-parse", "--short=12", "HEAD"]) or "unknown"
-    if commit != "unknown" and _command(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"]):
+    commit = _command(["git", "-C", str(source), "rev-parse", "--short=12", "HEAD"])
+    if commit and _command(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"]):
         commit += "-dirty"
+    # installed from a wheel, kskill has no checkout beside it: whoever built the wheel may name its commit
+    commit = commit or os.environ.get("KSKILL_GIT_COMMIT", "").strip() or "unknown"
     driver = _command(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).split("\n")[0]
     return {"kskill_version": kskill_version, "git_commit": commit, "driver": driver or "none",
             "host": socket.gethostname()}

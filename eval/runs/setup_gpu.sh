@@ -7,5 +7,6 @@ if [ ! -d /tmp/site/kskill ]; then
   python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   python3 -m compileall -q -j 16 $SP/torch $SP/triton $SP/sympy $SP/mpmath $SP/numpy $SP/networkx $SP/jinja2 $SP/markupsafe /tmp/site >/dev/null 2>&1
 fi
+export KSKILL_GIT_COMMIT=$(cat .whl/COMMIT 2>/dev/null)  # written beside the kskill wheel when it was built
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH KSKILL_HOME=$S/kh PYTHONUNBUFFERED=1
 echo "setup done at ${SECONDS}s"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
