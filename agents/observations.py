@@ -257,6 +257,7 @@ def _derive(obs: Observations, spec: GpuSpec | None, gpu_why: str) -> None:
     _derive_launches(obs, spec, gpu_why)
     _derive_boundness(obs, spec, tensor)
     _derive_ratios(obs)
+    _derive_fusion(obs)
 
 
 def _derive_dtype(obs: Observations) -> None:
@@ -371,3 +372,18 @@ def _derive_ratios(obs: Observations) -> None:
         obs.set("wave_efficiency", waves / math.ceil(waves), "waves_per_sm / ceil(waves_per_sm)")
     if obs.get("dram_bytes") is not None and obs.get("bytes_moved"):
         obs.set("dram_traffic_excess", obs.values["dram_bytes"] / obs.values["bytes_moved"], "dram_bytes / bytes_moved")
+
+
+def fused_ops(chain: int, at_row_op: int | None) -> int:
+    """How many operators one fused kernel would take: a pointwise chain alone, or a row operator with
+    the chain it could absorb (max_fused_ops)."""
+    return max(chain, at_row_op + 1) if at_row_op else chain
+
+
+def _derive_fusion(obs: Observations) -> None:
+    chain, at_row = obs.get("max_pointwise_chain"), obs.get("row_op_pointwise_chain")
+    if "max_fused_ops" in obs.values or chain is None:
+        return
+    how = "max(max_pointwise_chain, row_op_pointwise_chain + 1)" if at_row else \
+        "max_pointwise_chain (no row operator that could absorb a chain)"
+    obs.set("max_fused_ops", fused_ops(chain, at_row), how)

@@ -149,7 +149,10 @@ def finalize(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         "torch": sorted({r["torch"] for r in rows if r.get("torch")}),
         "triton": sorted({r["triton"] for r in rows if r.get("triton")}),
         "driver": ", ".join(sorted({r["driver"] for r in rows if r.get("driver")})) or stamp["driver"],
-        "kskill_version": stamp["kskill_version"], "git_commit": stamp["git_commit"],
+        # the rows' own stamps: a resumed evaluation may hold rows of several commits
+        "kskill_version": ", ".join(sorted({str(r["kskill_version"]) for r in rows if r.get("kskill_version")}))
+                          or stamp["kskill_version"],
+        "git_commit": ", ".join(sorted({str(r["git_commit"]) for r in rows if r.get("git_commit")})) or stamp["git_commit"],
         "sample_note": (f"; a level-stratified sample of {sample['n']}, seed {sample['seed']}"
                         if sample.get("n") else ""),
         "started_at": record.get("started_at"),

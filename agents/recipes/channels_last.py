@@ -18,6 +18,7 @@ from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS, gemm_r
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.regions import is_pointwise
 from kskill.agents.recipes.templates.common import MEMORY_FORMATS
+from kskill.agents.recipes.triton_reduction import channels_last_view
 
 
 class ChannelsLast(AnchorRecipe):
@@ -41,8 +42,10 @@ class ChannelsLast(AnchorRecipe):
         for region in regions:
             outputs = region.epilogue.outputs if region.epilogue else [region.extra.get("output", region.anchor.name)]
             region.extra["contiguous_outputs"] = {o for o in outputs if _needs_contiguous(o, graph, claimed)}
-        # a batch norm that took its convolution over runs it in channels-last too, and reads the result as it lies
-        adopted = [r for r in ctx.regions if getattr(r.extra.get("conv"), "op", None) in CHANNELS_LAST_OPS]
+        # a batch norm that took its convolution over runs it in channels-last too, and reads the result as it
+        # lies; so does a spatial reduction that adopted its convolution's product
+        adopted = [r for r in ctx.regions if getattr(r.extra.get("conv"), "op", None) in CHANNELS_LAST_OPS
+                   or channels_last_view(r, graph) is not None]
         if regions or adopted:
             ctx.flags["nhwc"] = True
             ctx.notes.append("channels_last: the layout can change cuDNN's algorithm; where cuDNN computes in "

@@ -3,7 +3,8 @@
 Row norms (layer, group, instance) over rows of a (P, R) view: y = (x - mean) / sqrt(var + eps) *
 w[c] + b[c], biased variance as PyTorch computes it. A row that fits in registers is read once
 (the mean, then the centred variance); a longer row merges per-tile statistics with Chan's formula
-in one read, then normalises in a second read. The affine channel of an element depends on the
+in one read, then normalises in a second read. Few long rows (a layer norm over C*H*W of a small
+batch) are split across programs: partial statistics first, then each program merges its row's. The affine channel of an element depends on the
 norm: the column (layer norm), the group's channel (group norm) or the row's channel (instance).
 
 Batch norm, training mode included (the KernelBench default, since problems are not switched to
@@ -23,10 +24,11 @@ from kskill.agents.recipes.gemm_epilogue_fusion import GEMM_OPS
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import first_operand, is_float
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.batch_norm import batch_norm_unit
-from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
+from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, batch_norm_unit
+from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.fused_io import FusedIO
-from kskill.agents.recipes.templates.unit import KernelUnit
+from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
 
 def norm_region(node: Node, graph: Graph) -> Region | None:
     if not is_float(node) or node.shape is None or node.module is None:
@@ -83,11 +85,18 @@ def adoptable_conv(x: Any, graph: Graph) -> Node | None:
 # --- row norms: layer, group, instance
 
 MAX_PERSISTENT = 8192
+SPLIT_BLOCK = 2048  # a split row's tile
+SPLIT_MIN = 16384  # the fewest elements of a row worth a program of its own
 
 
-def row_params(r: int) -> dict[str, Any]:
+def row_params(p: int, r: int) -> dict[str, Any]:
+    """Tile and warps for P rows of R. Rows longer than a tile, too few to fill the GPU with a program
+    each, are split SPLIT ways, as batch norm's channels are (statistics, then a normalising sweep)."""
     block = min(next_pow2(r), MAX_PERSISTENT)
-    return {"BLOCK_R": block, "num_warps": 4 if block <= 1024 else (8 if block <= 4096 else 16)}
+    split = max(1, min(-(-4 * SMS // p), r // SPLIT_MIN, 256)) if r > block else 1
+    if split > 1:
+        return {"BLOCK_R": SPLIT_BLOCK, "num_warps": 8, "SPLIT": split}
+    return {"BLOCK_R": block, "num_warps": 4 if block <= 1024 else (8 if block <= 4096 else 16), "SPLIT": 1}
 
 
 def channel_expr(affine_index: str) -> str:
@@ -115,11 +124,13 @@ def _affine(io: FusedIO, region: Region, y: str) -> list[str]:
 def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     p_, r_, _ = region.extra["view"]
     eps = region.extra["eps"]
-    p = {**row_params(r_), **{k: v for k, v in params.items() if k in ("BLOCK_R", "num_warps")}}
+    p = {**row_params(p_, r_), **{k: v for k, v in params.items() if k in ("BLOCK_R", "num_warps", "SPLIT")}}
     io = FusedIO(region, graph)
     for key in ("weight", "bias"):
         if region.extra.get(key) is not None:
             io.add(region.extra[key])
+    if p["SPLIT"] > 1 and r_ > p["BLOCK_R"]:
+        return _split_rows_unit(name, region, io, p)
     pid = program_id(0, io.wide)
     if r_ <= p["BLOCK_R"]:
         load, x = io.load_input("offs", "mask")
@@ -154,6 +165,47 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
               f'    """{region.anchor.op}: {doc}."""\n{indent(body, 4)}\n')
     launcher = io.launcher(name, f"({p_},)", f"R={r_}", launch_opts=f"BLOCK_R={p['BLOCK_R']}, num_warps={p['num_warps']}")
     return io.unit(name, kernel, launcher, {"BLOCK_R": p["BLOCK_R"], "num_warps": p["num_warps"]})
+
+
+def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) -> KernelUnit:
+    """Rows split SPLIT ways: each program Chan-merges the statistics of its chunk of a row; then each
+    merges its row's SPLIT partials (a few dozen numbers) and normalises its chunk. Two launches, the
+    row read twice, as in the long-row kernel, with SPLIT times the programs."""
+    p_, r_, _ = region.extra["view"]
+    wide = io.wide
+    head = [f"row = {program_id(0, wide)}", f"s = {program_id(1, wide)}", "count = 0.0", "mean = 0.0", "m2 = 0.0"]
+    chunk = ["for start in range(s * CHUNK, tl.minimum(s * CHUNK + CHUNK, R), BLOCK_R):",
+             "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
+    load, x = io.load_input("offs", "mask")
+    stats = head + chunk + ["    " + ln for ln in load] + [
+        f"    x = tl.where(mask, {x}, 0.0)", "    n_t = tl.sum(mask.to(tl.float32), axis=0)",
+        "    mean_t = tl.sum(x, axis=0) / tl.maximum(n_t, 1.0)",
+        "    m2_t = tl.sum(tl.where(mask, (x - mean_t) * (x - mean_t), 0.0), axis=0)"]
+    stats += ["    " + ln for ln in CHAN_MERGE]
+    stats += [f"tl.store(ws_ptr + (row * SPLIT + s) * 3 + {k}, {v})" for k, v in enumerate(("count", "mean", "m2"))]
+    load, x = io.load_input("offs", "mask")
+    apply = head + ["for k in range(0, SPLIT):"]
+    apply += [f"    {v} = tl.load(ws_ptr + (row * SPLIT + k) * 3 + {i})" for i, v in enumerate(("n_t", "mean_t", "m2_t"))]
+    apply += ["    " + ln for ln in CHAN_MERGE] + [f"rstd = tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + chunk
+    apply += ["    " + ln for ln in load] + [f"    y = ({x} - mean) * rstd"]
+    apply += ["    " + ln for ln in _affine(io, region, "y") + io.store_result("y", "offs", "mask")]
+    sizes = "R: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, BLOCK_R: tl.constexpr"
+    in_ptrs = ", ".join(io.ptrs[key] for key in io.ptrs)
+    kernel = (f"@triton.jit\ndef {name}_stats({in_ptrs}, ws_ptr, {sizes}):\n"
+              f'    """{region.anchor.op} statistics: Chan-merged (count, mean, M2) of one chunk of a row."""\n'
+              f"{indent(stats, 4)}\n\n"
+              f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr'])}, {sizes}):\n"
+              f'    """{region.anchor.op}: the row\'s partial statistics merged, then one chunk normalised."""\n'
+              f"{indent(apply, 4)}\n")
+    names = [arg_name(o) for o in io.operands]
+    consts = (f"R={r_}, CHUNK={split_chunk(r_, p['SPLIT'], p['BLOCK_R'])}, SPLIT={p['SPLIT']}, "
+              f"BLOCK_R={p['BLOCK_R']}")
+    grid = f"({p_}, {p['SPLIT']})"
+    before = [f"ws = torch.empty(({p_ * p['SPLIT'] * 3},), device={names[0]}.device, dtype=torch.float32)",
+              f"{name}_stats[{grid}]({', '.join(names)}, ws, {consts}, num_warps={p['num_warps']})"]
+    launcher = io.launcher(name, grid, consts, body_before=before, extra_args=["ws"],
+                           launch_opts=f"num_warps={p['num_warps']}")
+    return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_R", "num_warps", "SPLIT")})
 
 
 def lower_rows(name: str, region: Region, how: Lowering) -> KernelUnit:

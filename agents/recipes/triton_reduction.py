@@ -5,19 +5,23 @@ row, 1-d tiles along the contiguous row. Q > 1: tiles of (BLOCK_R, BLOCK_Q) with
 loads stay coalesced. When P * Q leaves most of the GPU idle and R is long (a full reduction to a
 scalar, say), the rows are split SPLIT ways into partials and a second launch combines them
 (split-K for reductions); arg-reductions are never split. The prologue (e.g. (a - b) ** 2 of an
-MSE) is computed on the fly from the loads; the epilogue is applied to the reduced value.
+MSE) is computed on the fly from the loads; the epilogue is applied to the reduced value. Under
+channels_last, a reduction over the spatial dims of a convolution product it adopted reads cuDNN's
+channels-last output as an (N, spatial, C) view.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
+from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import FLOATS, REDUCE_OPS, first_operand, normalise_dims, prq
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import (
-    TARGET_SMS as SMS, indent, next_pow2, operand_key, program_id, split_chunk)
+    TARGET_SMS as SMS, channels_last_order, indent, next_pow2, operand_key, program_id, split_chunk)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
 
@@ -124,13 +128,35 @@ def _finish(op: str, rows_1d: bool) -> list[str]:
     return [f"result = {FINAL[op].format(a=0)}"]
 
 
-def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+def channels_last_view(region: Region, graph: Graph) -> tuple[int, int, int] | None:
+    """(N, spatial, C) when the reduction runs over the spatial dims of a convolution product it adopted
+    (builder._adopt_products): cuDNN then writes the product channels-last and the kernel reads it as it
+    lies, C contiguous, instead of having cuDNN transpose it to NCHW first."""
+    conv = region.extra.get("adopted")
+    if region.kind != "reduce" or conv is None or conv.op not in CHANNELS_LAST_OPS or region.prologue is None:
+        return None
+    shape = tuple(conv.shape)
+    n, c, inner = shape[0], shape[1], math.prod(shape[2:])
+    if (channels_last_order(len(shape)) is None or region.prologue.domain != shape
+            or region.extra["view"] != (n * c, inner, 1) or region.extra["reduce"] not in STAGE2_OP):
+        return None
+    if region.epilogue is not None and any(
+            not (isinstance(o, Ref) and o.name == region.extra["output"]) for o in region.epilogue.external(graph)):
+        return None  # the epilogue's own operands are indexed in the output's order, which this view keeps alone
+    return n, inner, c
+
+
+def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any], nhwc: bool = False) -> KernelUnit:
     view, op = region.extra["view"], region.extra["reduce"]
+    nhwc_view = channels_last_view(region, graph) if nhwc else None
+    perm = None
+    if nhwc_view is not None:
+        view, perm = nhwc_view, channels_last_order(len(region.prologue.domain))
     p_, r_, q_ = view
     p = {**default_params(view, op), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")}}
     if op not in STAGE2_OP:
         p["SPLIT"] = 1
-    io = FusedIO(region, graph)
+    io = FusedIO(region, graph, perm=perm)
     rows_1d = q_ == 1
     split = p["SPLIT"]
     chunk = split_chunk(r_, split, p["BLOCK_R"])
@@ -199,7 +225,7 @@ def _first(io: FusedIO) -> str:
 
 
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
-    return reduce_unit(name, region, how.graph, how.params)
+    return reduce_unit(name, region, how.graph, how.params, nhwc=how.nhwc)
 
 
 class TritonReduction(AnchorRecipe):

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from kskill.agents.observations import fused_ops
 from kskill.agents.planner import Planner
 from kskill.graph_schema import queries
 from kskill.graph_schema.model import Bottleneck, Metric, Technique
@@ -141,6 +142,8 @@ def obs(*parts: dict[str, Any], **more: Any) -> dict[str, Any]:
     for part in parts:
         merged.update(part)
     merged.update(more)
+    if "max_pointwise_chain" in merged:  # derived from it by the Feature Extractor's merge
+        merged.setdefault("max_fused_ops", fused_ops(merged["max_pointwise_chain"], merged.get("row_op_pointwise_chain")))
     return merged
 
 

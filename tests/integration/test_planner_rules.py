@@ -22,7 +22,7 @@ NOW = "2025-01-01T00:00:00+00:00"
 
 # A pointwise chain on a Triton candidate: memory bound, with a long fusible chain.
 CHAIN = {"memory_bound": True, "compute_bound": False, "memory_throughput_pct": 88.0, "sm_throughput_pct": 20.0,
-         "max_pointwise_chain": 3, "code_launches_per_forward": 3, "kernel_launches_per_forward": 3,
+         "max_pointwise_chain": 3, "max_fused_ops": 3, "code_launches_per_forward": 3, "kernel_launches_per_forward": 3,
          "cpu_overhead_pct": 5.0, "code_custom_kernels": 0, "static_shapes": True, "simplifiable_patterns": 0}
 # Softmax and LayerNorm both split over kernels: online_softmax and fused_normalization tie at 90 / 1.5x.
 TIE = {"has_softmax": True, "has_normalization": True, "reduction_like_op_count": 2,
@@ -201,7 +201,7 @@ def test_missing_metrics_are_unavailable_and_never_held(store: GraphStore):
     assert plan.selected is None and plan.case == "no bottleneck signature holds for these observations"
     # A technique whose precondition metric is missing is rejected, saying the metric was not observed.
     chain_unknown = Planner(store).plan({"memory_bound": True, "has_softmax": True})
-    assert reasons(chain_unknown)["kernel_fusion"] == "requires max_pointwise_chain >= 2: max_pointwise_chain was not observed"
+    assert reasons(chain_unknown)["kernel_fusion"] == "requires max_fused_ops >= 2: max_fused_ops was not observed"
     assert chain_unknown.selected == "online_softmax"
 
 
@@ -239,7 +239,7 @@ def test_fallback_tier_proposes_guarded_techniques_in_the_retrievers_order(store
         calls.append((description, k))
         return ["cuda_graph", "no_such_technique", "kernel_fusion", "fused_loss", "online_softmax"]
 
-    obs = {"max_pointwise_chain": 3, "has_loss": True, "static_shapes": True, "kernel_launches_per_forward": 1,
+    obs = {"max_pointwise_chain": 3, "max_fused_ops": 3, "has_loss": True, "static_shapes": True, "kernel_launches_per_forward": 1,
            "launches_per_forward": 1}
     plan = Planner(store, fallback=fallback).plan(obs)
     assert calls == [("has loss static shapes", 5)], "without a description the true flags describe the kernel"
@@ -261,7 +261,7 @@ def test_fallback_respects_the_lineage_and_is_not_asked_when_a_rule_applies(stor
         return ["kernel_fusion"]
 
     parent = write_trajectory(store, "run-fb", Lineage(applied=(("kernel_fusion", 1.7),)))
-    plan = Planner(store, fallback=fallback).plan({"max_pointwise_chain": 3}, parent=parent)
+    plan = Planner(store, fallback=fallback).plan({"max_pointwise_chain": 3, "max_fused_ops": 3}, parent=parent)
     assert plan.tier == "none" and plan.selected is None
     assert reasons(plan)["kernel_fusion"] == "already applied in this lineage (attempt 1)"
     asked.clear()

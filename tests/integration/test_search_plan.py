@@ -73,7 +73,7 @@ def test_a_lone_broadcast_multiply_has_an_admissible_technique(store: GraphStore
     plan = plan_of(store, BROADCAST)
     assert plan.selected == "pointwise_kernel" and plan.bottleneck == "memory_bandwidth"
     assert dict((r.technique, r.reason) for r in plan.rejected)["kernel_fusion"] == (
-        "requires max_pointwise_chain >= 2: not met")
+        "requires max_fused_ops >= 2: not met")
 
 
 def test_variant_decisions_are_recorded_and_byte_for_byte_deterministic(store: GraphStore, graph_home: Path):

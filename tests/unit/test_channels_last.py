@@ -1,5 +1,6 @@
 """channels_last: conv regions and their epilogues run in NHWC memory order."""
 
+import pytest
 import torch
 from recipe_support import check, load, problem
 
@@ -131,3 +132,28 @@ def test_a_convolution_inside_a_sequential_is_named_by_index():
     cand = check(src, ["channels_last"])
     assert cand.applied == ["channels_last"] and "_m[1].weight.contiguous(" in cand.source
     assert "            self.block[0],\n" in cand.source  # bound once (emit._bind_indexed)
+
+
+def _conv_then_mean(conv: str, tail: str) -> str:
+    return (f"class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.conv = {conv}\n\n"
+            f"    def forward(self, x):\n        y = self.conv(x) * 0.5\n        return {tail}\n")
+
+
+@pytest.mark.parametrize("conv, shape, tail, split, channels", [
+    ("nn.ConvTranspose2d(3, 5, 3, stride=2)", (2, 3, 6, 5), "torch.mean(y, dim=[2, 3], keepdim=True)", 1, 5),
+    ("nn.Conv2d(3, 70, 3)", (2, 3, 9, 8), "y.sum(dim=(2, 3))", 3, 70),             # C over two q-blocks, split
+    ("nn.Conv3d(2, 4, 3)", (2, 2, 5, 6, 5), "y.view(2, 4, -1).amax(dim=-1) + 1.0", 1, 4),
+])
+def test_a_spatial_reduction_reads_the_adopted_convolution_channels_last(conv, shape, tail, split, channels):
+    """cuDNN writes the product channels-last and the reduction reads it as an (N, spatial, C) view."""
+    cand = check(problem(_conv_then_mean(conv, tail), f"[torch.randn{shape}]"),
+                 ["channels_last", "triton_reduction", "kernel_fusion"], {"launch": {"_reduce_0": {"SPLIT": split}}})
+    launcher = cand.source.split("def _reduce_0(")[1]
+    assert "memory_format=torch.channels_last" in launcher and "__acc__.permute(0, 2, 3, " in launcher
+    assert f"Q={channels}," in launcher  # C is the contiguous axis
+
+
+def test_a_reduction_over_channels_keeps_the_nchw_view():
+    src = problem(_conv_then_mean("nn.Conv2d(3, 6, 3)", "y.sum(dim=1)"), "[torch.randn(2, 3, 7, 7)]")
+    cand = check(src, ["channels_last", "triton_reduction", "kernel_fusion"])
+    assert "memory_format=torch.channels_last" not in cand.source.split("def _reduce_0(")[1]

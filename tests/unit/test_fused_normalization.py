@@ -24,6 +24,26 @@ def test_long_rows_use_chan_merge(monkeypatch):
     check(problem(_module("nn.LayerNorm(301)"), "[torch.randn(3, 301) + 4]"), ["fused_normalization"])
 
 
+@pytest.mark.parametrize("ctor, shape, post", [("nn.LayerNorm((5, 7, 9))", (2, 5, 7, 9), ".relu()"),
+                                               ("nn.GroupNorm(2, 6)", (1, 6, 9, 11), " * 2.0"),
+                                               ("nn.InstanceNorm1d(3, affine=True)", (1, 3, 301), "")])
+def test_few_long_rows_are_split_across_programs(monkeypatch, ctor, shape, post):
+    """Rows split across programs (partial statistics, then each program merges its row's), some of
+    the chunks empty: 19 programs a row of 315, 32 elements each."""
+    monkeypatch.setattr(norm, "MAX_PERSISTENT", 32)
+    monkeypatch.setattr(norm, "SPLIT_BLOCK", 32)
+    monkeypatch.setattr(norm, "SPLIT_MIN", 16)
+    src = problem(_module(ctor, post), f"[torch.randn{shape} * 3 + 1]")
+    cand = check(src, ["fused_normalization", "kernel_fusion"])
+    assert "_norm_0_stats[" in cand.source and "SPLIT=1," not in cand.source
+
+
+def test_split_rows_follow_the_launch_parameters():
+    cand = check(problem(_module("nn.LayerNorm(300)", " + 1.0"), "[torch.randn(2, 300)]"),
+                 ["fused_normalization", "kernel_fusion"], {"launch": {"_norm_0": {"SPLIT": 3, "BLOCK_R": 16}}})
+    assert "_norm_0_stats[(2, 3)]" in cand.source and "CHUNK=112, SPLIT=3, BLOCK_R=16" in cand.source
+
+
 @pytest.mark.parametrize("ctor, shape", [("nn.BatchNorm2d(5)", (3, 5, 7, 9)), ("nn.BatchNorm1d(6)", (9, 6)),
                                          ("nn.BatchNorm2d(4, momentum=0.3)", (2, 4, 3, 3))])
 def test_batch_norm_training_updates_running_stats(ctor, shape):

@@ -15,7 +15,8 @@ import torch
 from kskill.agents.recipes.gemm_epilogue_fusion import ACC, anchor_inputs, product_text
 from kskill.agents.recipes.graph import Graph, Node, Ref
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import Body, emit_body, operand_key, wide_index
+from kskill.agents.recipes.kernel_fusion import body_shape
+from kskill.agents.recipes.templates.common import MEMORY_FORMATS, Body, emit_body, operand_key, wide_index
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
 
@@ -118,10 +119,14 @@ class FusedIO:
         adopted = self.region.extra.get("adopted")
         if adopted is not None:
             a, w, _ = anchor_inputs(adopted)
-            src.append(f"    {arg_name(Ref(ACC))} = {product_text(adopted, arg_name(a), arg_name(w))}"
+            a_text, w_text = arg_name(a), arg_name(w)
+            if self.perm is not None:  # cuDNN's channels-last kernels; the kernel reads their output as it lies
+                fmt = MEMORY_FORMATS[len(self.perm)]
+                a_text, w_text = f"{a_text}.contiguous(memory_format={fmt})", f"{w_text}.contiguous(memory_format={fmt})"
+            src.append(f"    {arg_name(Ref(ACC))} = {product_text(adopted, a_text, w_text)}"
                        "  # cuBLAS/cuDNN without its bias: the bias is added as this kernel reads it")
         for o in self.operands:
-            src.append(f"    {arg_name(o)} = {prepare(o, self.graph)}")
+            src.append(f"    {arg_name(o)} = {self._prepare(o)}")
         src += [f"    {line}" for line in body_before]
         like = params[0]
         for i, node in enumerate(self.outputs()):
@@ -132,6 +137,16 @@ class FusedIO:
         src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {opts})")
         src.append(f"    return {', '.join(outs)}")
         return "\n".join(src) + "\n"
+
+    def _prepare(self, operand: Any) -> str:
+        """Launcher text for an operand; in a channels-last region, the prologue's operands in that memory
+        order (the product as cuDNN left it, a per-channel bias as C contiguous values)."""
+        prologue = self.region.prologue
+        if self.perm is None or prologue is None:
+            return prepare(operand, self.graph)
+        if operand_key(operand) == ACC:
+            return f"{arg_name(operand)}.permute{self.perm}.contiguous()"
+        return prepare(operand, self.graph, prologue.domain, True, body_shape(prologue, self.graph, operand))
 
     def unit(self, name: str, kernel: str, launcher: str, params: dict[str, Any]) -> KernelUnit:
         return KernelUnit(name, kernel, launcher, self.launcher_inputs(), [n.name for n in self.outputs()],
