@@ -17,7 +17,7 @@ from kskill.agents.recipes.base import AnchorRecipe
 from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS, gemm_region, product_text
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.regions import is_pointwise
-from kskill.agents.recipes.templates.common import MEMORY_FORMATS
+from kskill.agents.recipes.templates.common import MEMORY_FORMATS, to_channels_last
 from kskill.agents.recipes.triton_reduction import channels_last_view
 
 
@@ -55,7 +55,7 @@ class ChannelsLast(AnchorRecipe):
         for node in alone:
             fmt = f"contiguous(memory_format={MEMORY_FORMATS[len(node.shape)]})"
             bias = Attr(f"{node.module}.bias").code if node.attrs.get("has_bias") else "None"
-            text = product_text(node, f"{node.args[0].name}.{fmt}", f"{Attr(f'{node.module}.weight').code}.{fmt}", bias)
+            text = product_text(node, to_channels_last(node.args[0].name), f"{Attr(f'{node.module}.weight').code}.{fmt}", bias)
             overrides[node.name] = text + (".contiguous()" if _needs_contiguous(node.name, graph, claimed) else "")
         if regions or alone or adopted:
             ctx.mark(self.id)

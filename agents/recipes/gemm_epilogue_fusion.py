@@ -23,7 +23,7 @@ from kskill.agents.recipes.matching import is_float
 from kskill.agents.recipes.regions import Region, is_pointwise
 from kskill.agents.recipes.templates.common import (
     MEMORY_FORMATS, Body, body_comment, channels_last_order, emit_body, indent, numel, operand_key, program_id,
-    wide_index)
+    to_channels_last, wide_index)
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
 
@@ -133,8 +133,8 @@ def _cublas_epilogue(name: str, anchor: Node, body: Body, graph: Graph, params: 
     src = [f"def {name}({', '.join(params_names)}):"]
     if perm is not None:  # cuDNN's channels-last kernels, and the epilogue walks their output in place
         fmt = MEMORY_FORMATS[len(perm)]
-        for operand in (a, w):
-            src.append(f"    {arg_name(operand)} = {arg_name(operand)}.contiguous(memory_format={fmt})")
+        src.append(f"    {arg_name(a)} = {to_channels_last(arg_name(a))}")
+        src.append(f"    {arg_name(w)} = {arg_name(w)}.contiguous(memory_format={fmt})")
     src.append(f"    acc = {product_text(anchor, arg_name(a), arg_name(w))}  # cuBLAS/cuDNN, no bias")
     if perm is not None:
         src.append(f"    acc = acc.permute{perm}.contiguous()")

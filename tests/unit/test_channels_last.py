@@ -85,7 +85,7 @@ DEPTHWISE = '''class Model(nn.Module):
 def test_a_lone_conv_gets_its_input_in_channels_last_and_returns_its_output_so():
     cand = check(problem(DEPTHWISE, "[torch.rand(2, 6, 7, 9)]"), ["channels_last"])
     assert cand.applied == ["channels_last"]
-    assert ("torch.nn.functional.conv2d(x.contiguous(memory_format=torch.channels_last), "
+    assert ("torch.nn.functional.conv2d(_to_channels_last(x), "
             "self.conv2d.weight.contiguous(memory_format=torch.channels_last), None, (1, 1), (0, 0), (1, 1), 6)"
             in cand.source)
     namespace = load(cand.source)
@@ -157,3 +157,17 @@ def test_a_reduction_over_channels_keeps_the_nchw_view():
     src = problem(_conv_then_mean("nn.Conv2d(3, 6, 3)", "y.sum(dim=1)"), "[torch.randn(2, 3, 7, 7)]")
     cand = check(src, ["channels_last", "triton_reduction", "kernel_fusion"])
     assert "memory_format=torch.channels_last" not in cand.source.split("def _reduce_0(")[1]
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(3, 70, 5, 7),           # C over two tiles
+                                  lambda: torch.randn(2, 3, 4, 5, 6),           # 3-d
+                                  lambda: torch.randn(2, 5, 9, 4).transpose(2, 3),  # neither layout
+                                  lambda: torch.randn(2, 4, 3, 3).contiguous(memory_format=torch.channels_last)])
+def test_the_transpose_helper_gives_channels_last_memory_with_the_same_values(make):
+    from kskill.agents.recipes.templates.common import TO_CHANNELS_LAST
+
+    namespace = load("import torch\nimport triton\nimport triton.language as tl\n" + TO_CHANNELS_LAST)
+    x = make()
+    out = namespace["_to_channels_last"](x)
+    fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+    assert out.is_contiguous(memory_format=fmt) and torch.equal(out, x)

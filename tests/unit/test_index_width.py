@@ -13,7 +13,7 @@ import pytest
 from recipe_support import problem
 
 from kskill.agents.recipes import build_candidate
-from kskill.agents.recipes.templates.common import INT32_SAFE_ELEMENTS, program_id, wide_index
+from kskill.agents.recipes.templates.common import INT32_SAFE_ELEMENTS, TO_CHANNELS_LAST, program_id, wide_index
 
 BIG = 2**31 + 2**20  # just past int32 offsets
 
@@ -54,6 +54,8 @@ def _source(body: str, shapes: list[str], big: int) -> str:
 
 
 def _program_ids(source: str) -> list[str]:
+    """The program ids of the candidate's own kernels (the shared channels-last transpose is 64-bit always)."""
+    source = source.replace(TO_CHANNELS_LAST.strip(), "")
     return re.findall(r"tl\.program_id\(\d\)(?:\.to\(tl\.int64\))?", source)
 
 

@@ -26,7 +26,8 @@ from typing import Any
 from kskill.agents.recipes.graph import Attr, Graph, Ref
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import (
-    MEMORY_FORMATS, TARGET_SMS as SMS, channels_last_order, indent, next_pow2, program_id, split_chunk)
+    MEMORY_FORMATS, TARGET_SMS as SMS, channels_last_order, indent, next_pow2, program_id, split_chunk,
+    to_channels_last)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, alloc, arg_name, prepare
 
@@ -186,7 +187,7 @@ def _launcher(name: str, region: Region, graph: Graph, io: FusedIO, p: dict[str,
         x, w = arg_name(conv.args[0]), arg_name(Attr(f"{conv.module}.weight"))
         if perm is not None:  # cuDNN's channels-last kernels, read by the statistics as they lie
             fmt = MEMORY_FORMATS[len(perm)]
-            src += [f"    {x} = {x}.contiguous(memory_format={fmt})", f"    {w} = {w}.contiguous(memory_format={fmt})"]
+            src += [f"    {x} = {to_channels_last(x)}", f"    {w} = {w}.contiguous(memory_format={fmt})"]
         src.append(f"    {conv.name} = {product_text(conv, x, w)}  # cuDNN, its bias folded into the statistics")
     src += [f"    {arg_name(o)} = {prepare(o, graph, shape if _full(o, graph, shape) else None, perm is not None)}"
             for o in io.operands]

@@ -16,7 +16,8 @@ from kskill.agents.recipes.gemm_epilogue_fusion import ACC, anchor_inputs, produ
 from kskill.agents.recipes.graph import Graph, Node, Ref
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.kernel_fusion import body_shape
-from kskill.agents.recipes.templates.common import MEMORY_FORMATS, Body, emit_body, operand_key, wide_index
+from kskill.agents.recipes.templates.common import (
+    MEMORY_FORMATS, Body, emit_body, operand_key, to_channels_last, wide_index)
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
 
@@ -122,7 +123,7 @@ class FusedIO:
             a_text, w_text = arg_name(a), arg_name(w)
             if self.perm is not None:  # cuDNN's channels-last kernels; the kernel reads their output as it lies
                 fmt = MEMORY_FORMATS[len(self.perm)]
-                a_text, w_text = f"{a_text}.contiguous(memory_format={fmt})", f"{w_text}.contiguous(memory_format={fmt})"
+                a_text, w_text = to_channels_last(a_text), f"{w_text}.contiguous(memory_format={fmt})"
             src.append(f"    {arg_name(Ref(ACC))} = {product_text(adopted, a_text, w_text)}"
                        "  # cuBLAS/cuDNN without its bias: the bias is added as this kernel reads it")
         for o in self.operands:

@@ -9,7 +9,8 @@ from typing import Any
 import torch
 
 from kskill.agents.recipes.graph import Graph, Ref
-from kskill.agents.recipes.templates.common import TL_DTYPES, aligned, channels_last_order, operand_key
+from kskill.agents.recipes.templates.common import (
+    TL_DTYPES, aligned, channels_last_order, operand_key, to_channels_last)
 
 
 @dataclass
@@ -44,7 +45,7 @@ def prepare(operand: Any, graph: Graph, domain: tuple[int, ...] | None = None,
     order = channels_last_order(len(domain), nhwc) if domain is not None else None
     if order is not None:
         full = aligned(tuple(shape or graph.shape_of(operand) or ()), len(order))
-        return f"{name}.reshape{full}.permute{order}.contiguous()"
+        return f"{to_channels_last(f'{name}.reshape{full}')}.permute{order}"
     return f"{name}.contiguous()"
 
 
