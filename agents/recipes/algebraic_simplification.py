@@ -102,24 +102,12 @@ def simplify(graph: Graph) -> list[str]:
         done.append(description)
     if done:
         graph.reindex()
-        _drop_dead(graph)
+        graph.drop_unused()  # the diag matrices, the inner transposes
     return done
 
 
 def _text(operand: object) -> str:
     return operand.name if isinstance(operand, Ref) else operand.code  # type: ignore[union-attr]
-
-
-def _drop_dead(graph: Graph) -> None:
-    """Remove nodes nothing uses any more (the diag matrices, the inner transposes)."""
-    changed = True
-    while changed:
-        changed = False
-        for node in list(graph.nodes):
-            if node.op != "input" and not graph.users(node.name) and not graph.is_output(node.name):
-                graph.nodes.remove(node)
-                graph.reindex()
-                changed = True
 
 
 def triangular_region(node: Node, graph: Graph) -> Region | None:

@@ -109,6 +109,19 @@ class Graph:
             return self.attr_meta[operand.path][1]
         return None
 
+    def drop_unused(self) -> None:
+        """Remove the nodes nothing uses any more, after a rewrite bypassed them. An in-place op
+        stays: its effect is the tensor it writes, not its result."""
+        changed = True
+        while changed:
+            changed = False
+            for node in list(self.nodes):
+                if node.op != "input" and not node.attrs.get("inplace") and not self.users(node.name) \
+                        and not self.is_output(node.name):
+                    self.nodes.remove(node)
+                    self.reindex()
+                    changed = True
+
 
 def iter_refs(value: Any) -> Iterator[Ref]:
     """Every Ref inside a nested structure of tuples, lists and dicts."""
