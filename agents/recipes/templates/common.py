@@ -32,9 +32,10 @@ def to_channels_last(tensor: str) -> str:
 
 
 # Emitted once into a generated file that converts an activation (emit.render). PyTorch's strided copy
-# from NCHW to NHWC ran at about half the DRAM bandwidth on an H200 (a 1 GiB input: 1.1 ms, where a
-# tiled transpose took 0.5 ms; eval/runs/kb40-h200, level2/54's kernel table); this one reads tiles
-# along the spatial axis and writes them along C, so both sides stay coalesced.
+# from NCHW to NHWC ran at about half the DRAM bandwidth on an H200 (a 1 GiB input: 1.1 ms, where
+# torch.compile's tiled transpose took 0.5 ms; eval/runs/kb40-h200, level2/54's kernel table). This one
+# reads tiles along the spatial axis and writes them along C, so both sides stay coalesced (not yet
+# timed on a GPU).
 TO_CHANNELS_LAST = '''
 @triton.jit
 def _nchw_to_nhwc_kernel(x_ptr, out_ptr, C, S, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr):
@@ -55,7 +56,8 @@ def _to_channels_last(x):
         return x
     x = x.contiguous()
     n, c, s = x.shape[0], x.shape[1], x[0, 0].numel()
-    out = torch.empty((n, *x.shape[2:], c), device=x.device, dtype=x.dtype).permute(0, x.dim() - 1, *range(1, x.dim() - 1))
+    out = torch.empty((n, *x.shape[2:], c), device=x.device, dtype=x.dtype)
+    out = out.permute(0, x.dim() - 1, *range(1, x.dim() - 1))
     block_c = min(64, triton.next_power_of_2(c))
     _nchw_to_nhwc_kernel[(triton.cdiv(s, 64), triton.cdiv(c, block_c), n)](x, out, c, s, BLOCK_C=block_c, BLOCK_S=64)
     return out
