@@ -6,8 +6,8 @@ loads stay coalesced. When P * Q leaves most of the GPU idle and R is long (a fu
 scalar, say), the rows are split SPLIT ways into partials and a second launch combines them
 (split-K for reductions); arg-reductions are never split. The prologue (e.g. (a - b) ** 2 of an
 MSE) is computed on the fly from the loads; the epilogue is applied to the reduced value. Under
-channels_last, a reduction over the spatial dims of a convolution product it adopted reads cuDNN's
-channels-last output as an (N, spatial, C) view.
+channels_last, a reduction over the spatial dims or the channels of a convolution product it adopted
+reads cuDNN's channels-last output as it lies.
 """
 
 from __future__ import annotations
@@ -129,21 +129,24 @@ def _finish(op: str, rows_1d: bool) -> list[str]:
 
 
 def channels_last_view(region: Region, graph: Graph) -> tuple[int, int, int] | None:
-    """(N, spatial, C) when the reduction runs over the spatial dims of a convolution product it adopted
+    """The (P, R, Q) view of cuDNN's channels-last output when the reduction runs over the spatial dims
+    (N, spatial, C) or over the channels (N * spatial, C, 1) of a convolution product it adopted
     (builder._adopt_products): cuDNN then writes the product channels-last and the kernel reads it as it
-    lies, C contiguous, instead of having cuDNN transpose it to NCHW first."""
+    lies, C contiguous, instead of having cuDNN transpose it to NCHW first. Either way the results come
+    out in the order of the NCHW result."""
     conv = region.extra.get("adopted")
     if region.kind != "reduce" or conv is None or conv.op not in CHANNELS_LAST_OPS or region.prologue is None:
         return None
     shape = tuple(conv.shape)
     n, c, inner = shape[0], shape[1], math.prod(shape[2:])
+    views = {(n * c, inner, 1): (n, inner, c), (n, c, inner): (n * inner, c, 1)}  # spatial dims; channels
     if (channels_last_order(len(shape)) is None or region.prologue.domain != shape
-            or region.extra["view"] != (n * c, inner, 1) or region.extra["reduce"] not in STAGE2_OP):
+            or region.extra["view"] not in views or region.extra["reduce"] not in STAGE2_OP):
         return None
     if region.epilogue is not None and any(
             not (isinstance(o, Ref) and o.name == region.extra["output"]) for o in region.epilogue.external(graph)):
         return None  # the epilogue's own operands are indexed in the output's order, which this view keeps alone
-    return n, inner, c
+    return views[region.extra["view"]]
 
 
 def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any], nhwc: bool = False) -> KernelUnit:

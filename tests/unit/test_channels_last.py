@@ -153,10 +153,21 @@ def test_a_spatial_reduction_reads_the_adopted_convolution_channels_last(conv, s
     assert f"Q={channels}," in launcher  # C is the contiguous axis
 
 
-def test_a_reduction_over_channels_keeps_the_nchw_view():
-    src = problem(_conv_then_mean("nn.Conv2d(3, 6, 3)", "y.sum(dim=1)"), "[torch.randn(2, 3, 7, 7)]")
+@pytest.mark.parametrize("conv, shape, tail", [
+    ("nn.ConvTranspose2d(3, 6, 3, stride=2)", (2, 3, 5, 4), "torch.min(y, dim=1, keepdim=True)[0]"),
+    ("nn.Conv3d(2, 5, 3)", (2, 2, 4, 5, 6), "y.mean(dim=1)"),
+])
+def test_a_reduction_over_the_channels_reads_rows_of_c_contiguous(conv, shape, tail):
+    cand = check(problem(_conv_then_mean(conv, tail), f"[torch.randn{shape}]"),
+                 ["channels_last", "triton_reduction", "kernel_fusion"])
+    launcher = cand.source.split("def _reduce_0(")[1]
+    assert "_to_channels_last(x)" in launcher and "Q=1," in launcher
+
+
+def test_a_reduction_over_part_of_the_spatial_dims_keeps_the_nchw_view():
+    src = problem(_conv_then_mean("nn.Conv2d(3, 6, 3)", "y.sum(dim=3)"), "[torch.randn(2, 3, 7, 7)]")
     cand = check(src, ["channels_last", "triton_reduction", "kernel_fusion"])
-    assert "memory_format=torch.channels_last" not in cand.source.split("def _reduce_0(")[1]
+    assert "_to_channels_last(x)" not in cand.source.split("def _reduce_0(")[1]
 
 
 @pytest.mark.parametrize("make", [lambda: torch.randn(3, 70, 5, 7),           # C over two tiles
