@@ -1,4 +1,5 @@
-# Sourced by the eval/runs scripts on the GPU machine, from the checkout's root with .whl carried:
+# Sourced by the eval/runs scripts on the GPU machine, from the checkout's root with .whl carried
+# (scripts/gpu_wheels.sh fills it):
 # kskill and the dependencies the machine's image lacks installed to /tmp/site once per machine
 # (a warm machine keeps it), the big packages byte-compiled, and the environment that uses them.
 # Expects S (the state folder) to be set; KSKILL_HOME lives in it.
