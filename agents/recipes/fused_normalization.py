@@ -25,11 +25,11 @@ from kskill.agents.recipes.gemm_epilogue_fusion import GEMM_OPS
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import first_operand, is_float
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, batch_norm_unit
+from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, TILE_STATS, batch_norm_unit
 from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.fused_io import FusedIO
-from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
+from kskill.agents.recipes.templates.unit import KernelUnit
 
 def norm_region(node: Node, graph: Graph) -> Region | None:
     if not is_float(node) or node.shape is None or node.module is None:
@@ -178,11 +178,7 @@ def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) 
     chunk = ["for start in range(s * CHUNK, tl.minimum(s * CHUNK + CHUNK, R), BLOCK_R):",
              "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
     load, x = io.load_input("offs", "mask")
-    stats = head + chunk + ["    " + ln for ln in load] + [
-        f"    x = tl.where(mask, {x}, 0.0)", "    n_t = tl.sum(mask.to(tl.float32), axis=0)",
-        "    mean_t = tl.sum(x, axis=0) / tl.maximum(n_t, 1.0)",
-        "    m2_t = tl.sum(tl.where(mask, (x - mean_t) * (x - mean_t), 0.0), axis=0)"]
-    stats += ["    " + ln for ln in CHAN_MERGE]
+    stats = head + chunk + ["    " + ln for ln in load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + CHAN_MERGE]
     stats += [f"tl.store(ws_ptr + (row * SPLIT + s) * 3 + {k}, {v})" for k, v in enumerate(("count", "mean", "m2"))]
     load, x = io.load_input("offs", "mask")
     apply = head + ["for k in range(0, SPLIT):"]
@@ -191,14 +187,13 @@ def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) 
     apply += ["    " + ln for ln in load] + [f"    y = ({x} - mean) * rstd"]
     apply += ["    " + ln for ln in _affine(io, region, "y") + io.store_result("y", "offs", "mask")]
     sizes = "R: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, BLOCK_R: tl.constexpr"
-    in_ptrs = ", ".join(io.ptrs[key] for key in io.ptrs)
-    kernel = (f"@triton.jit\ndef {name}_stats({in_ptrs}, ws_ptr, {sizes}):\n"
+    kernel = (f"@triton.jit\ndef {name}_stats({io.input_ptrs()}, ws_ptr, {sizes}):\n"
               f'    """{region.anchor.op} statistics: Chan-merged (count, mean, M2) of one chunk of a row."""\n'
               f"{indent(stats, 4)}\n\n"
               f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr'])}, {sizes}):\n"
               f'    """{region.anchor.op}: the row\'s partial statistics merged, then one chunk normalised."""\n'
               f"{indent(apply, 4)}\n")
-    names = [arg_name(o) for o in io.operands]
+    names = io.operand_names()
     consts = (f"R={r_}, CHUNK={split_chunk(r_, p['SPLIT'], p['BLOCK_R'])}, SPLIT={p['SPLIT']}, "
               f"BLOCK_R={p['BLOCK_R']}")
     grid = f"({p_}, {p['SPLIT']})"

@@ -112,15 +112,13 @@ class Graph:
     def drop_unused(self) -> None:
         """Remove the nodes nothing uses any more, after a rewrite bypassed them. An in-place op
         stays: its effect is the tensor it writes, not its result."""
-        changed = True
-        while changed:
-            changed = False
-            for node in list(self.nodes):
-                if node.op != "input" and not node.attrs.get("inplace") and not self.users(node.name) \
-                        and not self.is_output(node.name):
-                    self.nodes.remove(node)
-                    self.reindex()
-                    changed = True
+        while True:  # each pass drops what is unused now; the nodes they alone used go in the next
+            dead = {n.name for n in self.nodes if n.op != "input" and not n.attrs.get("inplace")
+                    and not self.users(n.name) and not self.is_output(n.name)}
+            if not dead:
+                return
+            self.nodes[:] = [n for n in self.nodes if n.name not in dead]
+            self.reindex()
 
 
 def iter_refs(value: Any) -> Iterator[Ref]:

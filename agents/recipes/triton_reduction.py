@@ -21,9 +21,9 @@ from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import FLOATS, REDUCE_OPS, first_operand, normalise_dims, prq
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import (
-    TARGET_SMS as SMS, channels_last_order, indent, next_pow2, operand_key, program_id, split_chunk)
+    TARGET_SMS as SMS, channels_last_order, indent, next_pow2, program_id, split_chunk)
 from kskill.agents.recipes.templates.fused_io import FusedIO
-from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
+from kskill.agents.recipes.templates.unit import KernelUnit
 
 def reduce_region(node: Node, graph: Graph) -> Region | None:
     if node.op not in REDUCE_OPS or node.shape is None and not node.multi:
@@ -190,7 +190,7 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
         return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")})
     # split: stage 1 writes partials (P, SPLIT, Q); stage 2 reduces them over SPLIT
     body.append("tl.store(ws_ptr + (pid_p * SPLIT + pid_s) * Q + qs, result, mask=qs < Q)")
-    stage1 = (f"@triton.jit\ndef {name}_partial({', '.join(io.ptrs[k] for k in _keys(io))}, "
+    stage1 = (f"@triton.jit\ndef {name}_partial({io.input_ptrs()}, "
               "ws_ptr, R: tl.constexpr, Q: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, "
               "BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):\n"
               f'    """Stage 1 of a split {op}: partial results of one CHUNK of R each."""\n{indent(body, 4)}\n')
@@ -208,23 +208,12 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
               "BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):\n"
               f'    """Stage 2 of a split {op}: combine the SPLIT partials of each output."""\n{indent(body2, 4)}\n')
     kernel = (MULTIPLY_HELPER + "\n" if op == "prod" else "") + stage1 + "\n" + stage2
-    before = [f"ws = torch.empty(({p_ * split * q_},), device={_first(io)}.device, dtype=torch.float32)",
-              f"{name}_partial[{grid}]({', '.join(_param_names(io))}, ws, {sizes}, SPLIT={split}, {meta})"]
+    names = io.operand_names()
+    before = [f"ws = torch.empty(({p_ * split * q_},), device={names[0]}.device, dtype=torch.float32)",
+              f"{name}_partial[{grid}]({', '.join(names)}, ws, {sizes}, SPLIT={split}, {meta})"]
     launcher = io.launcher(name, f"({p_}, {-(-q_ // p['BLOCK_Q'])})", f"R={split}, Q={q_}", before,
                            extra_args=["ws"], launch_opts=f"BLOCK_R={block_s}, BLOCK_Q={p['BLOCK_Q']}, num_warps=4")
     return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")})
-
-
-def _keys(io: FusedIO) -> list[str]:
-    return [operand_key(o) for o in io.operands]
-
-
-def _param_names(io: FusedIO) -> list[str]:
-    return [arg_name(o) for o in io.operands]
-
-
-def _first(io: FusedIO) -> str:
-    return _param_names(io)[0]
 
 
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:

@@ -31,6 +31,9 @@ from kskill.agents.recipes.templates.common import (
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, alloc, arg_name, prepare
 
+# A tile's (count, mean, M2) from `x` (zeros where masked) and `mask`, before CHAN_MERGE folds it in.
+TILE_STATS = ["n_t = tl.sum(mask.to(tl.float32), axis=0)", "mean_t = tl.sum(x, axis=0) / tl.maximum(n_t, 1.0)",
+              "m2_t = tl.sum(tl.where(mask, (x - mean_t) * (x - mean_t), 0.0), axis=0)"]
 CHAN_MERGE = ["total = count + n_t", "delta = mean_t - mean",
               "mean = mean + delta * (n_t / tl.maximum(total, 1.0))",
               "m2 = m2 + m2_t + delta * delta * (count * n_t / tl.maximum(total, 1.0))", "count = total"]
@@ -54,13 +57,9 @@ def _stats_nchw(name: str, io: FusedIO, wide: bool) -> str:
             "for start in range(s * CHUNK, tl.minimum(s * CHUNK + CHUNK, PER_CHANNEL), BLOCK):",
             "    j = start + tl.arange(0, BLOCK)", "    mask = (j < PER_CHANNEL) & (j < s * CHUNK + CHUNK)",
             "    offs = (j // INNER) * (C * INNER) + c * INNER + j % INNER"]
-    body += ["    " + ln for ln in load] + [
-        f"    x = tl.where(mask, {x}, 0.0)", "    n_t = tl.sum(mask.to(tl.float32), axis=0)",
-        "    mean_t = tl.sum(x, axis=0) / tl.maximum(n_t, 1.0)",
-        "    m2_t = tl.sum(tl.where(mask, (x - mean_t) * (x - mean_t), 0.0), axis=0)"]
-    body += ["    " + ln for ln in CHAN_MERGE]
+    body += ["    " + ln for ln in load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + CHAN_MERGE]
     body += [f"tl.store(ws_ptr + (c * SPLIT + s) * 3 + {k}, {v})" for k, v in enumerate(("count", "mean", "m2"))]
-    return (f"@triton.jit\ndef {name}_stats({_in_ptrs(io)}, ws_ptr, C: tl.constexpr, INNER: tl.constexpr, "
+    return (f"@triton.jit\ndef {name}_stats({io.input_ptrs()}, ws_ptr, C: tl.constexpr, INNER: tl.constexpr, "
             "PER_CHANNEL: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr):\n"
             '    """Batch-norm statistics: Chan-merged partial (count, mean, M2) of one chunk of a channel."""\n'
             f"{indent(body, 4)}\n")
@@ -81,7 +80,7 @@ def _stats_nhwc(name: str, io: FusedIO, wide: bool) -> str:
     body += ["    " + ln for ln in CHAN_MERGE]
     body += [f"tl.store(ws_ptr + (cs * SPLIT + s) * 3 + {k}, {v}, mask=cmask)"
              for k, v in enumerate(("count", "mean", "m2"))]
-    return (f"@triton.jit\ndef {name}_stats({_in_ptrs(io)}, ws_ptr, C: tl.constexpr, ROWS: tl.constexpr, "
+    return (f"@triton.jit\ndef {name}_stats({io.input_ptrs()}, ws_ptr, C: tl.constexpr, ROWS: tl.constexpr, "
             "CHUNK: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr):\n"
             '    """Batch-norm statistics over channels-last memory: Chan-merged partials of BLOCK_C channels\n'
             '    from [BLOCK, BLOCK_C] tiles of rows, read contiguously along C."""\n'
@@ -129,10 +128,6 @@ def _apply(name: str, region: Region, io: FusedIO, wide: bool, nhwc: bool) -> st
             "INNER: tl.constexpr, NUMEL: tl.constexpr, BLOCK: tl.constexpr):\n"
             '    """Batch-norm normalisation with the fused epilogue, in the memory order of the tensor."""\n'
             f"{indent(lines, 4)}\n")
-
-
-def _in_ptrs(io: FusedIO) -> str:
-    return ", ".join(io.ptrs[k] for k in list(io.ptrs))
 
 
 def batch_norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any], nhwc: bool = False) -> KernelUnit:
@@ -192,7 +187,7 @@ def _launcher(name: str, region: Region, graph: Graph, io: FusedIO, p: dict[str,
     src += [f"    {arg_name(o)} = {prepare(o, graph, shape if _full(o, graph, shape) else None, perm is not None)}"
             for o in io.operands]
     like = arg_name(io.operands[0])
-    names = [arg_name(o) for o in io.operands]
+    names = io.operand_names()
     shift = arg_name(Attr(f"{conv.module}.bias")) if conv is not None and conv.attrs.get("has_bias") else "mean"
     src += [f"    mean = torch.empty(({c},), device={like}.device, dtype=torch.float32)",
             f"    rstd = torch.empty(({c},), device={like}.device, dtype=torch.float32)"]

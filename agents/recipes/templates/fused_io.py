@@ -108,6 +108,14 @@ class FusedIO:
                          f"mask={mask})")
         return lines
 
+    def input_ptrs(self) -> str:
+        """The kernel parameters of the operands alone (a statistics or partials kernel writes no output)."""
+        return ", ".join(self.ptrs[operand_key(o)] for o in self.operands)
+
+    def operand_names(self) -> list[str]:
+        """The launcher's names of the operands, in the kernels' order."""
+        return [arg_name(o) for o in self.operands]
+
     def kernel_args(self, extra: list[str] = ()) -> str:
         outs = [f"out{i}_ptr" for i in range(len(self.outputs()))]
         return ", ".join([self.ptrs[operand_key(o)] for o in self.operands] + list(extra) + outs)
@@ -115,7 +123,7 @@ class FusedIO:
     def launcher(self, name: str, grid: str, sizes: str, body_before: list[str] = (),
                  extra_args: list[str] = (), launch_opts: str = "") -> str:
         """def name(operands): contiguous inputs, allocate outputs, launch, return outputs."""
-        params = [arg_name(o) for o in self.operands]
+        params = self.operand_names()
         src = [f"def {name}({', '.join(arg_name(o) for o in self.launcher_inputs())}):"]
         adopted = self.region.extra.get("adopted")
         if adopted is not None:

@@ -15,7 +15,7 @@ from kskill.agents.recipes.graph import Graph
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import Body, emit_body, indent, next_pow2, operand_key, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
-from kskill.agents.recipes.templates.unit import KernelUnit, arg_name, prepare
+from kskill.agents.recipes.templates.unit import KernelUnit, prepare
 
 SUM_KERNEL = '''@triton.jit
 def {name}_sum(values_ptr, counts_ptr, out_ptr, N: tl.constexpr, SCALE: tl.constexpr, COUNTED: tl.constexpr,
@@ -95,7 +95,7 @@ def partials_launcher(name: str, io: FusedIO, graph: Graph, stage: str, partials
                       dtype: Any) -> str:
     """def name(operands): the operands made contiguous, kernel `{name}_{stage}` writing `partials` floats
     (one per program), then the fixed-order sum scaled by `scale` into a scalar of `dtype`."""
-    names = [arg_name(o) for o in io.operands]
+    names = io.operand_names()
     src = [f"def {name}({', '.join(names)}):"]
     src += [f"    {n} = {prepare(o, graph)}" for n, o in zip(names, io.operands)]
     src += [f"    partial = torch.empty(({partials},), device={names[0]}.device, dtype=torch.float32)",
