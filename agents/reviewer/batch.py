@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kskill.agents.errors import ReviewError
+from kskill.agents.reviewer import profiling
 from kskill.agents.reviewer.models import ReviewOptions
 from kskill.agents.reviewer.protocol import RecordReader, Stopwatch, put_in_place
 from kskill.agents.reviewer.sandbox import (
@@ -180,6 +181,9 @@ class BatchRun:
             if self.problem_error:
                 break
             if self.deadline is not None and self.budget_left() <= 0:
+                if self.verdicts.get(entry.index, {}).get("awaiting") == "profile":
+                    self.keep_unprofiled(entry.index)
+                    continue
                 self.fail(entry.index, "timeout", "the review's time budget ran out before this candidate's "
                                                   "review finished", "budget")
             else:
@@ -189,6 +193,17 @@ class BatchRun:
     def fail(self, index: int, klass: str, message: str, phase: str) -> None:
         data = self.verdicts.setdefault(index, {})
         data.update(correct=False, failure={"class": klass, "message": message, "phase": phase})
+        self.final.add(index)
+        self.on_final(index)
+
+    def keep_unprofiled(self, index: int) -> None:
+        """A candidate checked, timed and verified again, whose torch.profiler run the time budget cut
+        off: its review stands without the profile."""
+        data = self.verdicts[index]
+        reason = "not run: the review's time budget ran out before torch.profiler"
+        data.setdefault("unavailable", {}).update({name: reason for name in profiling.TORCH_PROFILER_METRICS})
+        data.setdefault("notes", []).append("the time budget ran out before this candidate was profiled; "
+                                            "its correctness and timing stand")
         self.final.add(index)
         self.on_final(index)
 

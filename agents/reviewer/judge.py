@@ -71,7 +71,7 @@ class Ran:
 def new_state(index: int) -> dict[str, Any]:
     return {"index": index, "compiled": False, "correct": False, "failure": None, "flags": [], "trials": [],
             "parameters_copied": 0, "timing": None, "observations": {}, "unavailable": {}, "profile": {},
-            "notes": [], "log": [], "final": False}
+            "notes": [], "log": [], "final": False, "awaiting": None}
 
 
 class Judge:
@@ -465,6 +465,11 @@ class Judge:
             for index in passing:
                 if not self.states[index]["final"] and not self.rejections(index):
                     self.verify_after_timing(index)
+        if self.job.get("profile"):
+            for index in passing:  # reviewed but for the profile: kept if the time budget ends the batch now
+                if not self.states[index]["final"] and not self.rejections(index):
+                    self.states[index]["awaiting"] = "profile"
+                    self.publish(index, final=False)
         if self.job.get("profile") and passing and (reply := self.profile(None)) is not None:
             self.records.write("reference_profile", observations=reply.get("observations") or {},
                                unavailable=reply.get("unavailable") or {})
@@ -480,6 +485,7 @@ class Judge:
                 state["unavailable"].update(reply.get("unavailable") or {})
                 state["profile"]["torch_profiler"] = reply.get("detail") or {}
             if not state["final"]:
+                state["awaiting"] = None
                 self.publish(index, final=True)
 
 

@@ -312,9 +312,10 @@ class Runner:
             reply["reused"][name] = bool(dyn.reused_outputs(first, second))
             del first, second
             if self.cuda:
-                reply["device"][name] = profiling.device_time_per_call(fn)
+                calls = profiling.calls_within(raw["stats"][name]["median_ms"])
+                reply["device"][name] = profiling.device_time_per_call(fn, calls)
                 if name.startswith("c"):
-                    reply["wall_ms"][name] = timing.synchronized_wall_ms(fn)
+                    reply["wall_ms"][name] = timing.synchronized_wall_ms(fn, calls)
         self.check_integrity()
         reply["inputs_changed"] = bool(changed_leaves(before, fingerprint(inputs)))
         return reply

@@ -94,6 +94,31 @@ def test_the_time_limit_holds_while_a_review_is_in_flight_and_finished_reviews_a
     assert all("time budget ran out" in r.failure_message for r in reviews[2:])
 
 
+SLOW_UNDER_THE_PROFILER = """import time
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if torch._C._autograd._profiler_enabled():
+            time.sleep(3600)  # right and timed, then the profiler outlasts the batch's time budget
+        return torch.relu(x)
+"""
+
+
+def test_a_candidate_checked_and_timed_keeps_its_review_when_the_budget_ends_in_its_profile():
+    started = time.monotonic()
+    review, = review_batch(RELU, [SLOW_UNDER_THE_PROFILER], ReviewOptions(device="cpu", timeout_s=300,
+                                                                         static_checks=False), time_limit_s=30)
+    assert time.monotonic() - started < 30 + 15
+    assert review.passed, review.failure_message
+    assert review.timing is not None and review.correctness.trials_run >= 5
+    assert "time budget ran out before torch.profiler" in review.unavailable["kernel_launches_per_forward"]
+    assert any("its correctness and timing stand" in note for note in review.profile["notes"])
+
+
 def test_identity_passes_a_relu_on_non_negative_inputs_only_without_input_variants():
     """`return x` (a copy of x) is a ReLU as far as torch.rand inputs can tell."""
     problem = FIXTURES / "problems" / "relu_nonneg.py"

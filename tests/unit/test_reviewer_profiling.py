@@ -1,5 +1,6 @@
 """Profiling outputs mapped to the Metric vocabulary; timing statistics."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,21 @@ def test_torch_profiler_on_cpu_reports_ops_and_marks_gpu_metrics_unavailable():
     obs, unavailable, detail = profiling.torch_profile(lambda: torch.relu(x @ x), cuda=False, calls=2)
     assert obs == {} and set(unavailable) == set(profiling.TORCH_PROFILER_METRICS)
     assert any("mm" in op["name"] for op in detail["cpu_ops"])
+
+
+def test_a_slow_forward_is_profiled_fewer_times_and_a_fast_one_as_often_as_asked():
+    assert profiling.calls_within(0.5) == 5 and profiling.calls_within(0.5, calls=2) == 2
+    assert profiling.calls_within(20.0) == 2  # two 20 ms forwards fit the 50 ms window
+    assert profiling.calls_within(84.0) == 1  # a recurrent network's forward: once, never zero times
+    assert profiling.calls_within(None) == 5 and profiling.calls_within(0.0) == 5  # no estimate: as asked
+    slow = {"calls": 0}
+
+    def forward():
+        slow["calls"] += 1
+        time.sleep(0.06)
+
+    detail = profiling.torch_profile(forward, cuda=False)[2]
+    assert detail["calls"] == 1 and slow["calls"] == 4  # warm-up, estimate, wall time, profiled
 
 
 def test_timing_observations_only_when_representative():
