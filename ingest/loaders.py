@@ -262,6 +262,8 @@ def _keep_group(group: int):
 
 _MD_FENCE = re.compile(r"^([ \t]*)(```|~~~)[^\n]*\n.*?^\1\2[^\n]*$", re.M | re.S)
 _MD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
+# A setext heading: a line of text underlined with = (level 1) or - (level 2); not a table row or list item.
+_MD_SETEXT = re.compile(r"^(?![ \t]*(?:[-*+>|]|\d+\.)[ \t])([^\n|]*\w[^\n|]*)\n[ \t]{0,3}(=+|-+)[ \t]*$", re.M)
 _MD_FRONT_MATTER = re.compile(r"\A---\n.*?\n---[ \t]*$", re.S | re.M)
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
 _MD_HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
@@ -273,7 +275,11 @@ def clean_markdown(raw: str) -> tuple[str, list[Section]]:
     text = _MD_FRONT_MATTER.sub(_blank, raw)
     text = _MD_FENCE.sub(_blank, text)
     sections = [Section(m.start(), _plain_title(m.group(2)), len(m.group(1))) for m in _MD_HEADING.finditer(text)]
+    sections += [Section(m.start(), _plain_title(m.group(1)), 1 if m.group(2)[0] == "=" else 2)
+                 for m in _MD_SETEXT.finditer(text)]
+    sections.sort(key=lambda s: s.start)
     text = _MD_HEADING.sub(lambda m: " " * len(m.group(1)) + m.group(0)[len(m.group(1)):], text)
+    text = _MD_SETEXT.sub(lambda m: m.group(1) + "\n" + " " * (len(m.group(0)) - len(m.group(1)) - 1), text)
     text = _MD_LINK.sub(_keep_group(1), text)
     text = _MD_HTML_TAG.sub(_blank, text)
     text = _MD_TABLE_RULE.sub(_blank, text)

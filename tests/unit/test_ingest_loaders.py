@@ -28,6 +28,15 @@ def test_markdown_markup_is_blanked_and_offsets_point_into_the_file(tmp_path):
     assert doc.location(found[0].start) == f"section Title, offset {found[0].start}"
 
 
+def test_markdown_setext_headings_are_headings_not_prose(tmp_path):
+    raw = ("Auto-Tuning Techniques\n======================\n\nOverview\n--------\n\nTune the tile sizes.\n\n"
+           "- a list item\n---\n\n| a | b |\n|---|---|\n")
+    doc = load_document(write(tmp_path, "a.md", raw))
+    assert [(s.title, s.level) for s in doc.sections] == [("Auto-Tuning Techniques", 1), ("Overview", 2)]
+    assert len(doc.text) == len(raw) and "===" not in doc.text and "\n----" not in doc.text
+    assert doc.section_chain(raw.index("Tune")) == ["Overview", "Auto-Tuning Techniques"]
+
+
 def test_rst_headings_roles_and_code_blocks(tmp_path):
     raw = ("Guide\n=====\n\nCoalescing\n----------\n\nUse :ref:`coalesced access <coal>` here.\n\n"
            "  .. code-block:: python\n\n     secret_code()\n\nAfter the code.\n")
