@@ -31,13 +31,14 @@ from .relations import ClaimRules, SentenceView
 from .precision import PRECISION_WEIGHTS, PrecisionModel
 from .scorer import WEIGHTS, ClaimScorer, DocumentTopics, focus, proposal_signals, view_signals
 from .statement import similarity_pair
+from .unstated import why_unstated
 
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-1"
-LEARNED_VERSION = "learned-1"  # the scorer without the sentence-level precision model
-RULES_VERSION = "rules-3"  # the rules alone, when no scorer is used
+VERSION = "precision-2"
+LEARNED_VERSION = "learned-2"  # the scorer without the sentence-level precision model
+RULES_VERSION = "rules-4"  # the rules alone, when no scorer is used
 # With a scorer the rules only propose: any candidate scoring this much is shown to the scorer.
 CANDIDATE_BAR = 0.3
 
@@ -106,12 +107,12 @@ class RuleExtractor:
         for passage, about in zip(parts, self.linker.link(parts)):
             for view, start in self._views(doc, passage, about):
                 if self.scorer is None:
-                    ruled.extend(self.rules.claims(view))
+                    ruled.extend(_stated(self.rules.claims(view), view))
                     continue
-                ruled.extend(_signed(self.rules.claims(view), view, topics, start))
-                weak.extend(_signed(self.weak_rules.claims(view), view, topics, start))
+                ruled.extend(_signed(_stated(self.rules.claims(view), view), view, topics, start))
+                weak.extend(_signed(_stated(self.weak_rules.claims(view), view), view, topics, start))
         proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
-                     for c in self.proposals.claims(doc, parts)]
+                     for c in self.proposals.claims(doc, parts) if not why_unstated(c, c.evidence.quote, [])]
         if self.scorer is not None:
             ruled, weak, proposals = self._with_similarity(ruled, weak, proposals)
         return ruled + proposals, weak + proposals
@@ -152,6 +153,12 @@ class RuleExtractor:
                 yield SentenceView(sentence.text, Span(sentence.text, doc.location(sentence.start)), named,
                                    headings, previous, about, heading_text), sentence.start
             previous = named
+
+
+def _stated(claims: list[Claim], view: SentenceView) -> list[Claim]:
+    """The claims whose sentence may state them: none that it points elsewhere, is code, or names in passing."""
+    headed = frozenset(m.id for mentions in view.headings for m in mentions)
+    return [c for c in claims if not why_unstated(c, view.text, view.named, headed)]
 
 
 def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:

@@ -349,8 +349,11 @@ class ClaimRules:
         cue = forbid or require
         relation = "FORBIDDEN_WHEN" if forbid else "REQUIRES"
         claims = []
+        names = [(m.start, m.end) for m in view.named if m.id == techniques[0].id]
         for pattern, cond in CONDITION_PHRASES:
             m = pattern.search(view.text, cue.start())
+            if m and any(a <= m.start() < b for a, b in names):
+                continue  # "flash-attention" names attention: the technique's own name is no precondition
             if m and m.start() - cue.end() < 60:
                 claims.append(self._claim(EntityRef("Technique", techniques[0].id), relation, cond,
                                           0.55 if inherited else 0.65, view, "precondition"))

@@ -137,10 +137,10 @@ def test_sentences_respect_abbreviations_and_decimals(tmp_path):
 
 
 def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_opt_in(extractor, tmp_path):
-    """learned-1 by default; precision-1 when asked for, dropping what its model finds unstated."""
+    """learned-2 by default; precision-2 when asked for, dropping what its model finds unstated."""
     linker = extractor.linker
     default, with_model = RuleExtractor(linker), RuleExtractor(linker, RuleSettings(precision=True))
-    assert (default.version, with_model.version) == ("learned-1", "precision-1")
+    assert (default.version, with_model.version) == ("learned-2", "precision-2")
     doc = tmp_path / "doc.md"
     doc.write_text("# Memory bandwidth\n\nKernel fusion removes the intermediate writes that make a chain of "
                    "pointwise kernels memory-bound.\n\nSee the fusion section, `fuse=True`, kernel fusion, tiling.\n")

@@ -1,0 +1,145 @@
+"""Sentences that name a node without stating anything about it: the reasons a candidate claim is dropped.
+
+The claim rules and the scorer weigh cues; some readings of a sentence rule a claim out whatever the cues
+say. Each was a class of error a person found when judging extracted items on the tune documents:
+- the sentence points elsewhere ("for a deeper dive, read the paper", "see section 3", "inspired by X");
+- it is a line of code or a configuration field ("T.copy(A, A_shared)", "CUTLASS_FILE : path");
+- it names the node in passing: one item of a series ("loop unrolling, constant folding, CSE"), an example
+  after "such as", or part of an identifier;
+- it quotes a figure of merit ("the effective memory bandwidth reached 1165 GB/s", "410 TFLOPS in a
+  compute-bound configuration"): a result, not what the bottleneck is or what causes it;
+- a remedy whose technique the sentence does not name (it came from a heading or the previous sentence);
+  and "increase occupancy by reducing register pressure", where the bottleneck's reduction is the means;
+- a precondition read from a build instruction ("clone the repo and build it"), from an obligation
+  ("kernels need to be built"), or from the technique's own name ("flash-attention" names attention);
+- a detection threshold read from a result ("achieving over 99% fetch efficiency").
+Each test reads only the sentence and where it names the claim's nodes: none knows a document.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kskill.graph_schema.model import Condition
+
+from .claims import Claim, EntityRef
+from .lexicon import Mention
+from .statement import in_brackets
+
+POINTS_ELSEWHERE = re.compile(
+    r"\b(?:please (?:see|refer|read)|refer(?:s|ring)? to (?:the |our |this )?(?:\{|original |\w+ )?(?:paper|post|blog|"
+    r"section|chapter|documentation|docs|article|guide|tutorial|presentation|repo\w*)\b|(?:we )?recommend (?:reading|checking)|"
+    r"for (?:a |the )?(?:more|further|deeper|full|complete) (?:details?|information|dive|discussion|explanation|"
+    r"treatment)|for details\b|defer \w+ (?:interested )?readers|interested readers|"
+    r"(?:previous|next|following|earlier|later) (?:sections?|chapters?|posts?|blogs?|parts?) (?:describe|discuss|cover|"
+    r"explain|show)|(?:is|are|was|were) (?:described|discussed|explained|covered) in (?:the |our |this |a )?(?:previous|"
+    r"next|following|later|earlier|paper|post|blog|section|docs?|documentation)|inspired by|"
+    r"see (?:the |our |also |\{|section\b|chapter\b)|(?:check|take a look at) (?:out )?(?:the|our|this)\b|"
+    r"recommend(?:s|ed)? (?:that )?(?:\w+ )?(?:first )?read|\{ref\}|let[’']?s (?:review|look at|recall|take a look)|"
+    r"we[’']?ll (?:examine|look at|see)|(?:[\w-]+/)+[\w-]+\.\w+:\d+)", re.I)
+# A lead line that introduces code, a log or a snippet: what follows it says something, not the line itself.
+INTRODUCES_CODE = re.compile(r"\b(?:snippet|code|example|log(?:s|ging)?|as follows|below|the following)\b[^.]*:\s*$", re.I)
+CODE_LINE = re.compile(r"^\s*(?:[\w.\[\]]+\s*=[^=]|def |class \w+|@\w|#include|for \w+ in |return\b|import\b|from \w+ import)"
+                       r"|[\w\]]\([^()]*\)\s*[;{]\s*$")
+CODE_MARKS = re.compile(r"[=;{}()\[\]<>@]")
+IDENTIFIER = re.compile(r"\w[._]\w|\w\(\)|^\w+=")  # "same.overlapfraction", "num_scheduler_steps"
+MATH = re.compile(r"\$[^$]+\$")  # inline LaTeX: a formula inside prose, not code
+# A configuration field: a line that opens with an identifier-like key and its value or description
+# ("CUTLASS_FILE : path", "- `x_ptr` - the input", "--cold-warmup-runs N"); an assignment inside prose is not one.
+CONFIG_FIELD = re.compile(r"^\s*[-*]?\s*`?(?:(?=\w\w)[A-Za-z_]\w*(?:[_.][\w.]+|\(\))|--?[a-z][\w-]*)`?\s*(?::|\s[-–—]\s)")
+# The name is one item of a series or an example: "such as X", "A, X and B", "X, A, B".
+EXAMPLE_BEFORE = re.compile(r"(?:\bsuch as|\bincluding|\be\.g\.,?|\bi\.e\.,?|\blike|\bfor example,?|\bfor instance,?|"
+                            r"\bvs\.?|\bversus)\s*$", re.I)
+_ITEM = r"[\w./+-]+(?:\s[\w./+-]+){0,3}"
+# two items before the name ("A, B, X", "A, B and X"), or the series going on after it ("X, A, B", "X, A and B")
+ITEMS_BEFORE = re.compile(rf"{_ITEM}\s*,\s*{_ITEM}(?:\s*,\s*(?:and\s+|or\s+)?|,?\s+(?:and|or)\s+)$", re.I)
+ITEMS_AFTER = re.compile(rf"^\s*(?:,\s*{_ITEM}\s*(?:,|\band\b|\bor\b|etc)|/\s*\w|\s*(?:vs\.?|versus)\s|,?\s*for example\b)",
+                         re.I)
+# A bottleneck named as a measured quantity: "the effective memory bandwidth", "peak compute throughput".
+MERIT_WORDS = re.compile(r"\b(?:effective|peak|achieved|achievable|attainable|theoretical|target|maximum|max|sustained|"
+                         r"available|actual|realistic)\s+(?:\w+\s+)?$", re.I)
+RESULT = re.compile(r"\b(?:achiev\w+|reach(?:es|ed|ing)?|attain\w*|deliver(?:s|ed|ing)?|obtain\w*|measured|report(?:s|ed)?|"
+                    r"record(?:s|ed)?|yield(?:s|ed)?)\b", re.I)
+MEASURED = re.compile(r"\d\s*(?:GB/s|TB/s|GiB/s|T?FLOPS|TFlops|%)", re.I)
+# Words that make a sentence say something about a bottleneck itself, even beside a figure.
+BOUND_WORDS = re.compile(r"\b(?:bottleneck\w*|limit\w*|stall\w*|starv\w+|saturat\w+|constrain\w*|caus\w+|becaus\w+|"
+                         r"due to|dominat\w+)\b", re.I)
+BUILD = re.compile(r"\b(?:clone|install\w*|pip|build (?:it|them|from source)|from source|compil\w+ (?:it|from)|"
+                   r"docker|repo(?:sitory)?)\b", re.I)
+OBLIGATION = re.compile(r"\b(?:needs? to|required to|requires? (?:us|you|the user|the programmer) to)\b", re.I)
+MEANS = re.compile(r"\bby (?:reduc\w+|lower\w+|avoid\w+|eliminat\w+|minimi[sz]\w+|cutting)\b", re.I)
+
+
+def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozenset[str] = frozenset()) -> str:
+    """Why the sentence `text` (whose node mentions are `named`, under headings naming the nodes `headed`)
+    does not state `claim`; "" when it may."""
+    if not claim.subject.id and IDENTIFIER.search(claim.subject.name):
+        return "a proposal named like an identifier"
+    if POINTS_ELSEWHERE.search(text):
+        return "points elsewhere"
+    if is_code(text):
+        return "code"
+    if CONFIG_FIELD.search(text):
+        return "configuration field"
+    spans = {m.id: m for m in named}
+    if claim.relation == "SUPPORTS" and claim.subject.id:
+        return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))
+    if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
+        technique, bottleneck = spans.get(claim.object.id), spans.get(claim.subject.id)
+        if technique is None and claim.object.id not in headed:
+            return "the remedy's technique is not named"  # by the sentence nor by a heading above it
+        if technique is not None and bottleneck is not None and technique.end <= bottleneck.start and MEANS.search(text, technique.end, bottleneck.start):
+            return "the bottleneck's reduction is the means"
+    if claim.relation in ("REQUIRES", "FORBIDDEN_WHEN") and isinstance(claim.object, Condition):
+        return _condition_unstated(text, spans.get(claim.subject.id))
+    if claim.relation == "DETECTED_BY" and RESULT.search(text):
+        return "a result, not a threshold"
+    return ""
+
+
+def is_code(text: str) -> bool:
+    """A line of code rather than prose: a statement's shape, or more code marks than words."""
+    prose = MATH.sub(" ", text)
+    return bool(CODE_LINE.search(prose)) or len(CODE_MARKS.findall(prose)) > 0.6 * max(len(prose.split()), 1)
+
+
+def in_series(text: str, start: int, end: int) -> bool:
+    """The name at text[start:end] is an example ("such as X") or one item of a series of three or more."""
+    before, after = text[max(0, start - 60):start], text[end:]
+    if EXAMPLE_BEFORE.search(before):
+        return True
+    return bool(ITEMS_AFTER.match(after) or ITEMS_BEFORE.search(before))
+
+
+def in_identifier(text: str, start: int, end: int) -> bool:
+    """The name is part of a longer identifier, call or path ("tl.math.fast_expf", "T.Pipelined(...)")."""
+    return bool(re.match(r"[\w.]", text[start - 1:start]) if start else False) or bool(re.match(r"\(|[._]\w", text[end:end + 2]))
+
+
+def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> str:
+    if mention is None:
+        return ""  # linked by its heading or by meaning: the rules' bars decide
+    if INTRODUCES_CODE.search(text):
+        return "a lead line introducing code"
+    if node.kind == "ProtocolStep":
+        return ""  # measurement advice lists what to watch: "monitor the clocks, power and temperature"
+    if in_series(text, mention.start, mention.end):
+        return "named in passing, in a series"
+    if in_identifier(text, mention.start, mention.end):
+        return "named in code"
+    if node.kind == "Bottleneck" and not BOUND_WORDS.search(text[:mention.start] + " " + text[mention.end:]):
+        if MERIT_WORDS.search(text[:mention.start]):
+            return "a figure of merit"
+        if MEASURED.search(text) and RESULT.search(text):
+            return "a measured result"
+    return ""
+
+
+def _condition_unstated(text: str, technique: Mention | None) -> str:
+    if BUILD.search(text):
+        return "a build instruction"
+    if OBLIGATION.search(text):
+        return "an obligation, not a precondition"
+    if technique is not None and (in_series(text, technique.start, technique.end) or in_brackets(text, technique.start)):
+        return "the technique named in passing"
+    return ""
