@@ -53,6 +53,28 @@ def row_op_chain(graph: OpGraph) -> int:
     return best
 
 
+def norm_into_row_op(graph: OpGraph) -> int:
+    """Normalizations whose result reaches another row operator (a reduction, pooling, softmax, loss or
+    norm) through pointwise ops alone. Split into statistics and a pointwise affine pass, such a norm's
+    output need never be written: the affine pass runs as the row operator loads its input."""
+    count = 0
+    for norm in graph.compute_nodes():
+        if norm.family != "normalization":
+            continue
+        frontier, seen = list(graph.value_consumers(norm)), set()
+        while frontier:
+            node = frontier.pop()
+            if node.name in seen:
+                continue
+            seen.add(node.name)
+            if node.family in ROW_FAMILIES:
+                count += 1
+                break
+            if node.family == "pointwise":
+                frontier += graph.value_consumers(node)
+    return count
+
+
 def _epilogue_size(graph: OpGraph, node: OpNode) -> int:
     """Size of the pointwise group that takes every use of `node`'s result; 0 when any use is elsewhere."""
     users = graph.value_consumers(node)

@@ -62,5 +62,5 @@ def prq(shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, int, int] |
     return p, r, q
 
 
-REDUCE_OPS = ("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod")
+REDUCE_OPS = ("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "logsumexp")
 ROW_OPS = ("softmax", "log_softmax", "layer_norm", "group_norm", "instance_norm", "batch_norm") + REDUCE_OPS

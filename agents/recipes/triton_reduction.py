@@ -1,10 +1,12 @@
-"""triton_reduction: sum / mean / amax / amin / prod / argmax / argmin over a contiguous range of dims.
+"""triton_reduction: sum / mean / amax / amin / prod / argmax / argmin / logsumexp over a contiguous range of dims.
 
 The input is viewed as (P, R, Q) and reduced over R. Q == 1 (innermost dims): one program per
 row, 1-d tiles along the contiguous row. Q > 1: tiles of (BLOCK_R, BLOCK_Q) with q contiguous so
 loads stay coalesced. When P * Q leaves most of the GPU idle and R is long (a full reduction to a
 scalar, say), the rows are split SPLIT ways into partials and a second launch combines them
-(split-K for reductions); arg-reductions are never split. The prologue (e.g. (a - b) ** 2 of an
+(split-K for reductions); arg-reductions and logsumexp are never split. logsumexp keeps a running
+maximum and a running sum of exponentials per lane (the online softmax's rescaling), so its input is
+read once, against the max, subtract, exp, sum and log passes of PyTorch's. The prologue (e.g. (a - b) ** 2 of an
 MSE) is computed on the fly from the loads; the epilogue is applied to the reduced value. Under
 channels_last, a reduction over the spatial dims or the channels of a convolution product it adopted
 reads cuDNN's channels-last output as it lies.
@@ -57,12 +59,18 @@ def reduce_region(node: Node, graph: Graph) -> Region | None:
 
 
 INIT = {"sum": "0.0", "mean": "0.0", "prod": "1.0", "amax": "float('-inf')", "amin": "float('inf')",
-        "argmax": "float('-inf')", "argmin": "float('inf')"}
+        "argmax": "float('-inf')", "argmin": "float('inf')", "logsumexp": "float('-inf')"}
 COMBINE = {"sum": "acc + x", "mean": "acc + x", "prod": "acc * x", "amax": "tl.maximum(acc, x)",
            "amin": "tl.minimum(acc, x)"}
 FINAL = {"sum": "tl.sum(acc, axis={a})", "mean": "tl.sum(acc, axis={a})", "amax": "tl.max(acc, axis={a})",
          "amin": "tl.min(acc, axis={a})", "prod": "tl.reduce(acc, {a}, _multiply)"}
 STAGE2_OP = {"sum": "sum", "mean": "sum", "prod": "prod", "amax": "amax", "amin": "amin"}
+# logsumexp: `acc` is each lane's running maximum, `s` its sum of exp(x - acc); a lane that has seen
+# only -inf keeps s = 0 (its shift is taken as 0, so no inf - inf appears)
+ONLINE_LSE = ["    m_new = tl.maximum(acc, x)", "    shift = tl.where(m_new == float('-inf'), 0.0, m_new)",
+              "    s = s * tl.exp(acc - shift) + tl.exp(x - shift)", "    acc = m_new"]
+FINISH_LSE = ["m = tl.max(acc, axis=0)", "m = tl.where(m == float('-inf'), 0.0, m)",
+              "result = m + tl.log(tl.sum(s * tl.exp(acc - m), axis=0))"]
 
 MULTIPLY_HELPER = '''
 @triton.jit
@@ -71,9 +79,16 @@ def _multiply(a, b):
 '''
 
 
+MULTI_ROW_MAX = 1024  # rows this short are reduced BLOCK_P at a time, one tile each
+
+
 def default_params(view: tuple[int, int, int], op: str) -> dict[str, Any]:
     p, r, q = view
-    if q == 1:
+    if q == 1 and r <= MULTI_ROW_MAX and op not in ("argmax", "argmin"):
+        block_r = next_pow2(r)
+        params = {"BLOCK_R": block_r, "BLOCK_Q": 1, "BLOCK_P": max(1, min(next_pow2(p), 4096 // block_r)),
+                  "num_warps": 4}
+    elif q == 1:
         block_r = min(next_pow2(r), 2048)
         params = {"BLOCK_R": block_r, "BLOCK_Q": 1, "num_warps": 8 if block_r >= 2048 else 4}
     else:
@@ -100,6 +115,8 @@ def _loop(io: FusedIO, op: str, rows_1d: bool, load_input: bool) -> list[str]:
     lines = [f"acc = tl.full({shape}, {INIT[op]}, tl.float32)"]
     if is_arg:  # int32 positions (R < 2**31): half the registers of int64, widened once at the store
         lines.append(f"idx = tl.zeros({shape}, tl.int32)")
+    if op == "logsumexp":
+        lines.append(f"s = tl.zeros({shape}, tl.float32)")
     lines += head
     lines.append(f"    offs = {offs}")
     lines.append(f"    mask = {mask} & ({rs} < r_end)")
@@ -113,6 +130,8 @@ def _loop(io: FusedIO, op: str, rows_1d: bool, load_input: bool) -> list[str]:
         cmp = ">" if op == "argmax" else "<"
         lines += [f"    better = x {cmp} acc", "    acc = tl.where(better, x, acc)",
                   f"    idx = tl.where(better, {rs} + tl.zeros({shape}, tl.int32), idx)"]
+    elif op == "logsumexp":
+        lines += ONLINE_LSE
     else:
         lines.append(f"    acc = {COMBINE[op]}")
     return lines
@@ -125,6 +144,8 @@ def _finish(op: str, rows_1d: bool) -> list[str]:
         return [f"best = {pick}(acc, axis=0)",
                 f"ties = tl.where(acc == {best}, idx, 2147483647)",
                 "result = tl.min(ties, axis=0)"]
+    if op == "logsumexp":
+        return FINISH_LSE
     return [f"result = {FINAL[op].format(a=0)}"]
 
 
@@ -141,7 +162,7 @@ def channels_last_view(region: Region, graph: Graph) -> tuple[int, int, int] | N
     n, c, inner = shape[0], shape[1], math.prod(shape[2:])
     views = {(n * c, inner, 1): (n, inner, c), (n, c, inner): (n * inner, c, 1)}  # spatial dims; channels
     if (channels_last_order(len(shape)) is None or region.prologue.domain != shape
-            or region.extra["view"] not in views or region.extra["reduce"] not in STAGE2_OP):
+            or region.extra["view"] not in views or region.extra["reduce"] not in (*STAGE2_OP, "logsumexp")):
         return None
     if region.epilogue is not None and any(
             not (isinstance(o, Ref) and o.name == region.extra["output"]) for o in region.epilogue.external(graph)):
@@ -156,10 +177,13 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
     if nhwc_view is not None:
         view, perm = nhwc_view, channels_last_order(len(region.prologue.domain))
     p_, r_, q_ = view
-    p = {**default_params(view, op), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")}}
+    p = {**default_params(view, op),
+         **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "BLOCK_P", "num_warps", "SPLIT")}}
     if op not in STAGE2_OP:
         p["SPLIT"] = 1
     io = FusedIO(region, graph, perm=perm)
+    if q_ == 1 and p.get("BLOCK_P", 1) > 1 and r_ <= p["BLOCK_R"]:
+        return _rows_unit(name, region, io, op, (p_, r_), p)
     rows_1d = q_ == 1
     split = p["SPLIT"]
     chunk = split_chunk(r_, split, p["BLOCK_R"])
@@ -216,13 +240,41 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
     return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")})
 
 
+def _rows_unit(name: str, region: Region, io: FusedIO, op: str, view: tuple[int, int], p: dict[str, Any]) -> KernelUnit:
+    """Short contiguous rows (a reduction over the channels of channels-last memory, over a last dim of a
+    few hundred): BLOCK_P whole rows per program as one [BLOCK_P, BLOCK_R] tile, instead of a program per
+    row that moves a few hundred bytes."""
+    p_, r_ = view
+    body = [f"rows = {program_id(0, io.wide)} * BLOCK_P + tl.arange(0, BLOCK_P)", "cols = tl.arange(0, BLOCK_R)",
+            "offs = rows[:, None] * R + cols[None, :]", "mask = (rows[:, None] < P) & (cols[None, :] < R)"]
+    load, value = io.load_input("offs", "mask")
+    body += load + [f"x = tl.where(mask, {value}, {INIT[op]})"]
+    if op == "logsumexp":
+        body += ["m = tl.max(x, axis=1)", "m = tl.where(m == float('-inf'), 0.0, m)",
+                 "result = m + tl.log(tl.sum(tl.exp(x - m[:, None]), axis=1))"]
+    else:
+        body += ["acc = x", f"result = {FINAL[op].format(a=1)}"]
+    if op == "mean":
+        body.append(f"result = result * {1.0 / r_!r}")
+    body += io.store_result("result", "rows", "rows < P")
+    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, P: tl.constexpr, R: tl.constexpr, "
+              "BLOCK_P: tl.constexpr, BLOCK_R: tl.constexpr):\n"
+              f'    """{op} of BLOCK_P rows of R contiguous values each."""\n{indent(body, 4)}\n')
+    if op == "prod":
+        kernel = MULTIPLY_HELPER + "\n" + kernel
+    launcher = io.launcher(name, f"({-(-p_ // p['BLOCK_P'])},)", f"P={p_}, R={r_}",
+                           launch_opts=f"BLOCK_P={p['BLOCK_P']}, BLOCK_R={p['BLOCK_R']}, num_warps={p['num_warps']}")
+    return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_P", "BLOCK_R", "num_warps")})
+
+
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
     return reduce_unit(name, region, how.graph, how.params, nhwc=how.nhwc)
 
 
 class TritonReduction(AnchorRecipe):
     id = "triton_reduction"
-    summary = "sum/mean/max/min/amax/amin/argmax/argmin/prod over contiguous dims, split when rows are few"
+    summary = ("sum/mean/max/min/amax/amin/argmax/argmin/prod/logsumexp over contiguous dims, split when rows "
+               "are few")
     templates = {"reduce": lower}
 
     def match(self, node: Node, graph: Graph) -> Region | None:

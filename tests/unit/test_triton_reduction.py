@@ -8,7 +8,8 @@ from recipe_support import check, problem
     ("torch.sum(x, dim=1, keepdim=True)", (3, 37, 5)), ("x.mean(dim=-1)", (5, 129)),
     ("torch.max(x, dim=1)[0]", (3, 37, 5)), ("torch.argmax(x, dim=1)", (3, 37)), ("torch.argmin(x, dim=0)", (37, 3)),
     ("torch.amin(x, dim=0)", (37, 5)), ("torch.prod(x * 0.1 + 1.0, dim=1)", (3, 37)), ("torch.sum(x)", (7, 37)),
-    ("torch.mean(x, dim=(1, 2))", (3, 5, 7, 2)),
+    ("torch.mean(x, dim=(1, 2))", (3, 5, 7, 2)), ("torch.logsumexp(x, dim=1, keepdim=True)", (3, 37, 5)),
+    ("torch.logsumexp(x * 60.0, dim=-1)", (5, 129)),
 ])
 def test_reductions(expr, shape):
     src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {expr}\n", f"[torch.randn{shape}]")
@@ -30,6 +31,25 @@ def test_arg_reductions_pick_the_first_of_tied_values_across_blocks(expr, shape)
                   f"[torch.randint(0, 3, {shape}).float()]")
     cand = check(src, ["triton_reduction"], {"launch": {"_reduce_0": {"BLOCK_R": 16}}}, trials=3)
     assert "tl.int32" in cand.source
+
+
+def test_logsumexp_is_one_online_pass_and_exact_where_lanes_see_only_minus_infinity():
+    """Rows longer than the tile, with -inf entries (a row of only -inf gives -inf, as PyTorch's does):
+    the running maximum and sum per lane must never compute inf - inf."""
+    src = problem("class Model(nn.Module):\n    def forward(self, x):\n"
+                  "        x = x.masked_fill(x > 0.5, float('-inf'))\n"
+                  "        x = torch.cat([x, torch.full_like(x[:1], float('-inf'))])\n"
+                  "        return torch.logsumexp(x, dim=1)\n", "[torch.randn(4, 300)]")
+    cand = check(src, ["triton_reduction"], {"launch": {"_reduce_0": {"BLOCK_R": 32}}})
+    assert cand.applied == ["triton_reduction"] and cand.source.count("tl.exp(") == 3
+
+
+def test_short_rows_are_reduced_many_to_a_program():
+    """300 rows of 24 values: 128 whole rows per program, not a program per 96 bytes."""
+    src = problem("class Model(nn.Module):\n    def forward(self, x):\n        return torch.amin(torch.relu(x), dim=-1)\n",
+                  "[torch.randn(300, 24)]")
+    cand = check(src, ["triton_reduction", "kernel_fusion"])
+    assert cand.params["_reduce_0"]["BLOCK_P"] == 128 and "[(3,)]" in cand.source
 
 
 def test_a_reduction_whose_output_takes_a_broadcast_bias_indexes_it_per_row():
