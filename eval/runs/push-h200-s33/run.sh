@@ -4,7 +4,8 @@
 # development-set problems outside the sample with a logsumexp or a norm feeding a reduction, at the sample's
 # settings (--time-limit 60, one worker, torch.compile default mode in the same run).
 # usage: bash eval/runs/push-h200-s33/run.sh STOP_AFTER_S [STATE.tgz]   (checkout root; .whl and .kb carried)
-#   starts no problem after STOP_AFTER_S seconds; STATE.tgz, an earlier call's push.tgz, is resumed from
+#   starts no problem after STOP_AFTER_S seconds and stops the eval at LIMIT s (default 570); STATE.tgz, an
+#   earlier call's push.tgz, is resumed from
 R=$PWD; S=/tmp/push; mkdir -p $OUT/logs $S
 source $R/eval/runs/setup_gpu.sh
 STOP=${1:-450}
@@ -12,7 +13,7 @@ STOP=${1:-450}
 F=(level2/92_* level2/36_* level2/85_* level1/18_* level2/18_* level2/43_* level2/23_* level2/62_* level2/45_*)
 ARGS=(); for f in "${F[@]}"; do ARGS+=(--filter "$f"); done
 if [ $SECONDS -lt $STOP ]; then
-  timeout -k 10 $((570 - SECONDS)) kskill eval run $R/.kb "${ARGS[@]}" --time-limit 60 --workers 1 --out $S/eval \
+  timeout -k 10 $((${LIMIT:-570} - SECONDS)) kskill eval run $R/.kb "${ARGS[@]}" --time-limit 60 --workers 1 --out $S/eval \
     --resume --stop-after $((STOP - SECONDS)) >> $OUT/logs/push.txt 2>&1
   echo "eval rc=$? at ${SECONDS}s: $(ls $S/eval/rows 2>/dev/null | wc -l) of ${#F[@]} rows"
 fi
