@@ -9,10 +9,11 @@ imported. Whatever they find is reported to the judge as flags; the judge alone 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -241,6 +242,36 @@ def poison_freed_memory(specs: list[tuple[list[int], torch.dtype]], device: torc
     big = sum(torch.Size(s).numel() * torch.empty(0, dtype=d).element_size() for s, d in specs) > 1 << 30
     garbage = [_filler(shape, dtype, device) for shape, dtype in specs for _ in range(1 if big else copies)]
     del garbage
+
+
+@contextlib.contextmanager
+def empty_memory_poisoned() -> Iterator[None]:
+    """torch.empty and its kin give NaN-filled (or sentinel-filled) tensors while the block runs.
+
+    The ablation probe skips every Triton launch; the output buffers those kernels should have filled
+    then hold NaN, instead of whatever an earlier call left in the memory the allocator reuses, which
+    can be the very values they would have written (the same forward, moments before)."""
+    originals = {name: getattr(torch, name) for name in ("empty", "empty_like", "empty_strided")}
+    new_empty = torch.Tensor.new_empty
+
+    def poisoned(make: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        @functools.wraps(make)
+        def make_poisoned(*args: Any, **kwargs: Any) -> torch.Tensor:
+            t = make(*args, **kwargs)
+            if t.dtype.is_floating_point or t.dtype.is_complex:
+                return t.fill_(float("nan"))
+            return t.fill_(True if t.dtype == torch.bool else -12345)
+        return make_poisoned
+
+    for name, make in originals.items():
+        setattr(torch, name, poisoned(make))
+    torch.Tensor.new_empty = poisoned(new_empty)
+    try:
+        yield
+    finally:
+        for name, make in originals.items():
+            setattr(torch, name, make)
+        torch.Tensor.new_empty = new_empty
 
 
 def leave_answer_in_freed_memory(expected: Any) -> None:

@@ -15,6 +15,7 @@ harness changed says so and exits, so the next candidate starts in a clean proce
 from __future__ import annotations
 
 import builtins
+import contextlib
 import ctypes
 import faulthandler
 import gc
@@ -218,8 +219,9 @@ class Runner:
         counts = dict(self.launches.counts)
         self.launches.skipped, self.launches.skip = 0, probe == "ablate"
         try:
-            got = self.call(loaded, inputs, seed)
-            self.sync()
+            with dyn.empty_memory_poisoned() if probe == "ablate" else contextlib.nullcontext():
+                got = self.call(loaded, inputs, seed)
+                self.sync()
         finally:
             self.launches.skip = False
         watch.lap("call")

@@ -179,3 +179,15 @@ def test_a_float64_form_that_differs_beyond_rounding_gives_no_floor():
     other = torch.rand(100, dtype=torch.float64)  # other random numbers: not the same computation
     floors, why = Reference._floors_of(judge, (ref, ref), (close, other))
     assert floors == [0.0, 0.0] and "output 1" in why
+
+
+def test_buffers_made_during_the_ablation_probe_hold_nan_not_what_freed_memory_held():
+    """The ablation probe skips every Triton launch. A buffer a skipped kernel should have filled must
+    not hold the right answer by accident (CUDA's allocator reuses a block just freed, which can hold the
+    same values), or an honest kernel reads as a decoy."""
+    x, original = torch.randn(4, 6), torch.empty
+    with dyn.empty_memory_poisoned():
+        made = [torch.empty(4, 6), torch.empty_like(x), x.new_empty((2, 3)), torch.empty_strided((2, 2), (1, 2))]
+        counts = torch.empty(3, dtype=torch.int64)
+    assert all(torch.isnan(t).all() for t in made) and bool((counts == -12345).all())
+    assert torch.empty is original  # put back
