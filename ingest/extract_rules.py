@@ -157,8 +157,8 @@ class RuleExtractor:
 
 def _stated(claims: list[Claim], view: SentenceView) -> list[Claim]:
     """The claims whose sentence may state them: none that it points elsewhere, is code, or names in passing."""
-    headed = frozenset(m.id for mentions in view.headings for m in mentions)
-    return [c for c in claims if not why_unstated(c, view.text, view.named, headed)]
+    headed = frozenset(m.id for m in (view.from_heading("Technique"), view.from_heading("Bottleneck")) if m)
+    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.heading_text)]
 
 
 def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:

@@ -23,7 +23,7 @@ import re
 from kskill.graph_schema.model import Condition
 
 from .claims import Claim, EntityRef
-from .lexicon import Mention
+from .lexicon import OTHER_SENSES, Mention
 from .statement import in_brackets
 
 POINTS_ELSEWHERE = re.compile(
@@ -36,29 +36,34 @@ POINTS_ELSEWHERE = re.compile(
     r"next|following|later|earlier|paper|post|blog|section|docs?|documentation)|inspired by|"
     r"see (?:the |our |also |\{|section\b|chapter\b)|(?:check|take a look at) (?:out )?(?:the|our|this)\b|"
     r"recommend(?:s|ed)? (?:that )?(?:\w+ )?(?:first )?read|\{ref\}|let[’']?s (?:review|look at|recall|take a look)|"
-    r"we[’']?ll (?:examine|look at|see)|(?:[\w-]+/)+[\w-]+\.\w+:\d+)", re.I)
+    r"we[’']?ll (?:examine|look at|see)|(?:[\w-]+/)+[\w-]+\.\w+:\d+|(?<![-\w])[a-z0-9]+(?:-[a-z0-9]+){3,}\b\s*\.?\s*$)", re.I)
+# Slide bullets flattened into one line: an agenda or an outline, not a statement.
+BULLETS = re.compile(r"[❖•▪◦►■➢]")
 # A lead line that introduces code, a log or a snippet: what follows it says something, not the line itself.
-INTRODUCES_CODE = re.compile(r"\b(?:snippet|code|example|log(?:s|ging)?|as follows|below|the following)\b[^.]*:\s*$", re.I)
-CODE_LINE = re.compile(r"^\s*(?:[\w.\[\]]+\s*=[^=]|def |class \w+|@\w|#include|for \w+ in |return\b|import\b|from \w+ import)"
+INTRODUCES_CODE = re.compile(r"\b(?:snippets?|(?:following|below|this|the) code|code (?:below|snippet|example|block)|logs?|"
+                             r"loggings?)\b[^.]*:\s*$", re.I)
+CODE_LINE = re.compile(r"^\s*(?:[\w.\[\]]+\s*[-+*/]?=[^=]|def |class \w+|@\w|#include|for \w+ in |return\b|import\b|from \w+ import)"
                        r"|[\w\]]\([^()]*\)\s*[;{]\s*$")
 CODE_MARKS = re.compile(r"[=;{}()\[\]<>@]")
 IDENTIFIER = re.compile(r"\w[._]\w|\w\(\)|^\w+=")  # "same.overlapfraction", "num_scheduler_steps"
 MATH = re.compile(r"\$[^$]+\$")  # inline LaTeX: a formula inside prose, not code
 # A configuration field: a line that opens with an identifier-like key and its value or description
 # ("CUTLASS_FILE : path", "- `x_ptr` - the input", "--cold-warmup-runs N"); an assignment inside prose is not one.
-CONFIG_FIELD = re.compile(r"^\s*[-*]?\s*`?(?:(?=\w\w)[A-Za-z_]\w*(?:[_.][\w.]+|\(\))|--?[a-z][\w-]*)`?\s*(?::|\s[-–—]\s)")
+_KEY = r"(?:(?=\w\w)[A-Za-z_]\w*(?:[_.][\w.]+|\([^)]*\))+|--?[a-z][\w-]*)"
+CONFIG_FIELD = re.compile(rf"^\s*[-*]?\s*`?{_KEY}`?(?:\s*/\s*`?{_KEY}`?)*\s*(?::|\s[-–—]\s)|^\s*[-*]?\s*`?[a-z]+_[a-z_]+`?\s+[A-Z]")
 # The name is one item of a series or an example: "such as X", "A, X and B", "X, A, B".
 EXAMPLE_BEFORE = re.compile(r"(?:\bsuch as|\bincluding|\be\.g\.,?|\bi\.e\.,?|\blike|\bfor example,?|\bfor instance,?|"
                             r"\bvs\.?|\bversus)\s*$", re.I)
-_ITEM = r"[\w./+-]+(?:\s[\w./+-]+){0,3}"
+_ITEM = r"[\w./+-]+(?:\s[\w./+-]+){0,2}"
 # two items before the name ("A, B, X", "A, B and X"), or the series going on after it ("X, A, B", "X, A and B")
-ITEMS_BEFORE = re.compile(rf"{_ITEM}\s*,\s*{_ITEM}(?:\s*,\s*(?:and\s+|or\s+)?|,?\s+(?:and|or)\s+)$", re.I)
+ITEMS_BEFORE = re.compile(rf"(?:^|[,:(]|such as|including|like)\s*{_ITEM}\s*,\s*{_ITEM}(?:\s*,\s*(?:and\s+|or\s+)?|,?\s+(?:and|or)\s+)$",
+                          re.I)
 ITEMS_AFTER = re.compile(rf"^\s*(?:,\s*{_ITEM}\s*(?:,|\band\b|\bor\b|etc)|/\s*\w|\s*(?:vs\.?|versus)\s|,?\s*for example\b)",
                          re.I)
 # A bottleneck named as a measured quantity: "the effective memory bandwidth", "peak compute throughput".
 MERIT_WORDS = re.compile(r"\b(?:effective|peak|achieved|achievable|attainable|theoretical|target|maximum|max|sustained|"
                          r"available|actual|realistic)\s+(?:\w+\s+)?$", re.I)
-RESULT = re.compile(r"\b(?:achiev\w+|reach(?:es|ed|ing)?|attain\w*|deliver(?:s|ed|ing)?|obtain\w*|measured|report(?:s|ed)?|"
+RESULT = re.compile(r"\b(?:achiev\w+(?! (?:occupancy|bandwidth|throughput))|reach(?:es|ed|ing)?|attain\w*|deliver(?:s|ed|ing)?|obtain\w*|measured|report(?:s|ed)?|"
                     r"record(?:s|ed)?|yield(?:s|ed)?)\b", re.I)
 MEASURED = re.compile(r"\d\s*(?:GB/s|TB/s|GiB/s|T?FLOPS|TFlops|%)", re.I)
 # Words that make a sentence say something about a bottleneck itself, even beside a figure.
@@ -68,13 +73,19 @@ BUILD = re.compile(r"\b(?:clone|install\w*|pip|build (?:it|them|from source)|fro
                    r"docker|repo(?:sitory)?)\b", re.I)
 OBLIGATION = re.compile(r"\b(?:needs? to|required to|requires? (?:us|you|the user|the programmer) to)\b", re.I)
 MEANS = re.compile(r"\bby (?:reduc\w+|lower\w+|avoid\w+|eliminat\w+|minimi[sz]\w+|cutting)\b", re.I)
+# "when CUDA graph is enabled, we support ...": the technique is a condition of the sentence, not its remedy
+CONDITION_BEFORE = re.compile(r"\b(?:when|if|while|once)\s+(?:\w+\s+){0,3}$", re.I)
+CONDITION_AFTER = re.compile(r"^\s+(?:is|are)\s+(?:enabled|used|on|active|applied|set|turned on)\b", re.I)
 
 
-def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozenset[str] = frozenset()) -> str:
-    """Why the sentence `text` (whose node mentions are `named`, under headings naming the nodes `headed`)
-    does not state `claim`; "" when it may."""
-    if not claim.subject.id and IDENTIFIER.search(claim.subject.name):
-        return "a proposal named like an identifier"
+def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozenset[str] = frozenset(),
+                 heading: str = "") -> str:
+    """Why the sentence `text` (whose node mentions are `named`; the nearest headings naming a node name
+    `headed`; `heading` is the heading path) does not state `claim`; "" when it may."""
+    if not claim.subject.id:
+        reason = _proposal_unnamed(claim.subject)
+        if reason:
+            return reason
     if POINTS_ELSEWHERE.search(text):
         return "points elsewhere"
     if is_code(text):
@@ -82,6 +93,9 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     if CONFIG_FIELD.search(text):
         return "configuration field"
     spans = {m.id: m for m in named}
+    nodes = [claim.subject.id] + ([claim.object.id] if isinstance(claim.object, EntityRef) else [])
+    if any(n in OTHER_SENSES and OTHER_SENSES[n].search(f"{heading} {text}") for n in nodes):
+        return "another sense of the node's name"
     if claim.relation == "SUPPORTS" and claim.subject.id:
         return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))
     if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
@@ -90,6 +104,10 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
             return "the remedy's technique is not named"  # by the sentence nor by a heading above it
         if technique is not None and bottleneck is not None and technique.end <= bottleneck.start and MEANS.search(text, technique.end, bottleneck.start):
             return "the bottleneck's reduction is the means"
+        if technique is not None and MEANS.match(text, technique.end + 1):
+            return "the technique is the goal, not the means"  # "maximize occupancy by minimizing registers"
+        if technique is not None and CONDITION_BEFORE.search(text[:technique.start]) and CONDITION_AFTER.match(text[technique.end:]):
+            return "the technique is a condition"
     if claim.relation in ("REQUIRES", "FORBIDDEN_WHEN") and isinstance(claim.object, Condition):
         return _condition_unstated(text, spans.get(claim.subject.id))
     if claim.relation == "DETECTED_BY" and RESULT.search(text):
@@ -100,7 +118,7 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
 def is_code(text: str) -> bool:
     """A line of code rather than prose: a statement's shape, or more code marks than words."""
     prose = MATH.sub(" ", text)
-    return bool(CODE_LINE.search(prose)) or len(CODE_MARKS.findall(prose)) > 0.6 * max(len(prose.split()), 1)
+    return bool(CODE_LINE.search(prose)) or len(CODE_MARKS.findall(prose)) > 0.5 * max(len(prose.split()), 1)
 
 
 def in_series(text: str, start: int, end: int) -> bool:
@@ -116,11 +134,35 @@ def in_identifier(text: str, start: int, end: int) -> bool:
     return bool(re.match(r"[\w.]", text[start - 1:start]) if start else False) or bool(re.match(r"\(|[._]\w", text[end:end + 2]))
 
 
+# A name that joins two things, or a training method: no one technique for kernels
+TWO_THINGS = re.compile(r"\s(?:and|&)\s", re.I)
+TRAINING = re.compile(r"\btrain(?:ing|ed)\b", re.I)
+VERB_OR_ADVERB_FIRST = re.compile(r"^(?:\w+ly|use|avoid|add|apply|reduce|increase|manually|try)\b", re.I)
+
+
+def _proposal_unnamed(node: EntityRef) -> str:
+    """Why a proposed node's name names no one new thing; "" when it may."""
+    name = node.name.strip()
+    if IDENTIFIER.search(name):
+        return "a proposal named like an identifier"
+    if TWO_THINGS.search(name):
+        return "a proposal naming two things"
+    if TRAINING.search(name):
+        return "a training method, not a kernel technique"
+    if node.kind == "Bottleneck" and VERB_OR_ADVERB_FIRST.match(name):
+        return "a remedy proposed as a bottleneck"
+    if node.kind == "ProtocolStep" and len(name.split()) == 1 and name.islower():
+        return "one common word proposed as a protocol step"
+    return ""
+
+
 def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> str:
     if mention is None:
         return ""  # linked by its heading or by meaning: the rules' bars decide
     if INTRODUCES_CODE.search(text):
         return "a lead line introducing code"
+    if len(BULLETS.findall(text)) >= 3:
+        return "named in passing, in a list of bullets"
     if node.kind == "ProtocolStep":
         return ""  # measurement advice lists what to watch: "monitor the clocks, power and temperature"
     if in_series(text, mention.start, mention.end):
