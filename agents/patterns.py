@@ -20,6 +20,9 @@ TRIANGULAR = ("tril", "triu")
 # Kernels a cuDNN/ATen recurrent layer launches per time step and direction: the step's hidden-state
 # GEMM and its gate pointwise kernel (the input projection of all steps is one GEMM per layer).
 RECURRENT_LAUNCHES_PER_STEP = 2
+# Norms computed from statistics of their own input alone (not batch norm's running buffers, not RMSNorm)
+SPLIT_NORMS = frozenset("""layernorm layer_norm native_layer_norm groupnorm group_norm native_group_norm instancenorm1d
+    instancenorm2d instancenorm3d instance_norm""".split())
 
 
 def epilogue_chain(graph: OpGraph) -> int:
@@ -54,12 +57,12 @@ def row_op_chain(graph: OpGraph) -> int:
 
 
 def norm_into_row_op(graph: OpGraph) -> int:
-    """Normalizations whose result reaches another row operator (a reduction, pooling, softmax, loss or
+    """Layer, group and instance norms whose result reaches another row operator (a reduction, pooling, softmax, loss or
     norm) through pointwise ops alone. Split into statistics and a pointwise affine pass, such a norm's
     output need never be written: the affine pass runs as the row operator loads its input."""
     count = 0
     for norm in graph.compute_nodes():
-        if norm.family != "normalization":
+        if norm.op not in SPLIT_NORMS:
             continue
         frontier, seen = list(graph.value_consumers(norm)), set()
         while frontier:

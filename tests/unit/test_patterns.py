@@ -42,6 +42,16 @@ def test_row_op_chain(forward, chain):
     assert _features("", forward, "[torch.randn(4, 16)]")["row_op_pointwise_chain"] == chain
 
 
+@pytest.mark.parametrize("norm, forward, count", [
+    ("nn.GroupNorm(2, 4)", "y = torch.tanh(self.norm(x))\nreturn torch.logsumexp(y + x, dim=1)", 1),
+    ("nn.InstanceNorm2d(4)", "return F.max_pool2d(self.norm(x) * 2.0, 2)", 1),
+    ("nn.GroupNorm(2, 4)", "return torch.relu(self.norm(x))", 0),          # nothing reduces the result
+    ("nn.BatchNorm2d(4)", "return self.norm(x).mean(dim=(2, 3))", 0),      # batch statistics: not split
+])
+def test_a_norm_feeding_a_row_operator_through_pointwise_ops(norm, forward, count):
+    assert _features(f"self.norm = {norm}", forward, "[torch.randn(2, 4, 6, 6)]")["norm_into_row_op"] == count
+
+
 def test_a_recurrent_layer_is_read_as_a_time_loop_with_its_launches():
     v = _features("self.rnn = nn.GRU(8, 16, num_layers=3, batch_first=True, bidirectional=True)",
                   "out, h = self.rnn(x)\nreturn h", "[torch.randn(2, 11, 8)]")
