@@ -22,6 +22,10 @@ CASES = {
     "pointwise": (["kernel_fusion"], "torch.relu(x) * 2.0", ["(BIG // 1024, 1024)"]),
     "reduction": (["triton_reduction"], "x.sum(dim=1)", ["(BIG // 4096, 4096)"]),
     "reduction_to_scalar": (["triton_reduction"], "x.sum()", ["(BIG,)"]),
+    "reduction_short_rows": (["triton_reduction"], "x.amax(dim=1)", ["(BIG // 256 + 1, 256)"]),
+    "logsumexp": (["triton_reduction"], "torch.logsumexp(x, dim=1)", ["(BIG // 4096, 4096)"]),
+    "split_group_norm": (["split_normalization", "kernel_fusion"], "torch.relu(self.gn(x))",
+                         ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
     "softmax": (["online_softmax"], "torch.softmax(x, dim=-1)", ["(BIG // 2048, 2048)"]),
     "layer_norm": (["fused_normalization"], "self.norm(x)", ["(BIG // 2048, 2048)"]),
     "batch_norm": (["fused_normalization"], "self.bn(x)", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
@@ -47,7 +51,7 @@ def _source(body: str, shapes: list[str], big: int) -> str:
     names = ["x", "y"][:len(shapes)]
     inputs = "[" + ", ".join(f"torch.rand{s.replace('BIG', str(big))}" for s in shapes) + "]"
     model = ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-             "        self.norm = nn.LayerNorm(2048)\n        self.bn = nn.BatchNorm2d(64)\n"
+             "        self.norm = nn.LayerNorm(2048)\n        self.bn = nn.BatchNorm2d(64)\n        self.gn = nn.GroupNorm(8, 64)\n"
              "        self.dw = nn.Conv2d(64, 64, 3, groups=64)\n        self.pw = nn.Conv2d(64, 64, 1)\n"
              f"    def forward(self, {', '.join(names)}):\n        return {body}\n")
     return problem(model, inputs)
