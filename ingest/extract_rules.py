@@ -7,15 +7,16 @@ passage is about by meaning; for each sentence, the lexicon says which nodes it 
 sentence is seen with its headings' and previous sentence's nodes (`relations.SentenceView`). The
 claim rules score remedies, causes, preconditions, detection thresholds, gains, measurement advice
 and plain evidence; the proposal finder adds new Techniques, Bottlenecks and protocol steps. What the
-rules keep at their own bars is kept, as the `rules-3` extractor did. The rules then propose again with
+rules keep at their own bars is kept, as the `rules-4` extractor does. The rules then propose again with
 low bars, and what that adds (nodes met by meaning or by heading, weaker cues) is kept when the scorer
 fitted on the tune documents (scorer.py) says it is likely: leave-one-document-out showed that the
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-1`; off by default, see RuleSettings); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-3`); the default is the scorer's choice
-(`learned-1`).
+it finds unlikely to state it (`precision-2`; off by default, see RuleSettings); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-4`); the default is the scorer's choice
+(`learned-2`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+code, a configuration field, a name met in passing or in another sense, a figure of merit).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .linking import EntityLinker
 from .loaders import Document
 from .passages import Passage, is_statement, passages
 from .proposals import ProposalFinder
-from .relations import ClaimRules, SentenceView
+from .relations import PURPOSE, ClaimRules, SentenceView
 from .precision import PRECISION_WEIGHTS, PrecisionModel
 from .scorer import WEIGHTS, ClaimScorer, DocumentTopics, focus, proposal_signals, view_signals
 from .statement import similarity_pair
@@ -78,7 +79,7 @@ class RuleExtractor:
         return merge_claims(self.stated(self.kept(*self.read(doc))))
 
     def kept(self, ruled: list[Claim], weak: list[Claim]) -> list[Claim]:
-        """What the rules keep at their bars, and the weak candidates the scorer keeps (learned-1)."""
+        """What the rules keep at their bars, and the weak candidates the scorer keeps (learned-2)."""
         kept = [c for c in ruled if c.confidence >= self.settings.min_confidence]
         if self.scorer is not None:
             seen = {_key(c) for c in kept}
@@ -156,8 +157,14 @@ class RuleExtractor:
 
 
 def _stated(claims: list[Claim], view: SentenceView) -> list[Claim]:
-    """The claims whose sentence may state them: none that it points elsewhere, is code, or names in passing."""
-    headed = frozenset(m.id for m in (view.from_heading("Technique"), view.from_heading("Bottleneck")) if m)
+    """The claims whose sentence may state them (unstated.py): none that it points elsewhere, is code, or names
+    in passing. A remedy may take its technique from the nearest heading naming nodes, or from the previous sentence
+    when this one goes on with a purpose."""
+    nearest = next((mentions for mentions in view.headings if mentions), [])
+    context = list(nearest)
+    if PURPOSE.search(view.text):  # "..., to minimize the number of transactions" goes on from the previous sentence
+        context += view.previous
+    headed = frozenset(m.id for m in context)
     return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.heading_text)]
 
 

@@ -18,10 +18,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     # bottlenecks
     "memory_bandwidth": (r"memory[- ]bound", r"bandwidth[- ]bound", r"(?:limited|bound) by (?:the )?(?:dram |memory |hbm )?bandwidth",
                          r"memory[- ]intensive", r"memory bandwidth (?:is|becomes) the bottleneck",
-                         r"memory access (?:is |as )?(?:a |the )?bottleneck", r"memory bus (?:throughput|utili[sz]ation)",
-                         # "GPU memory utilization" is capacity, a bare "memory throughput" a metric's name
-                         r"(?:maximi[sz]\w+|limited by|bound by) (?:the )?memory throughput",
-                         r"memory throughput (?:will be|is|becomes) (?:the )?(?:\w+ )?bottleneck",
+                         r"memory access (?:is |as )?(?:a |the )?bottleneck", r"memory bus utili[sz]ation",
+                         # "GPU memory utilization" is capacity
+                         r"memory (?:bus )?throughput",
                          r"wastes? (?:the )?memory bandwidth"),
     "compute_limited": (r"compute[- ]bound", r"compute[- ]intensive", r"math[- ]bound", r"limited by (?:floating-point|flops|compute)",
                         r"(?:maximum |maximi[sz]\w+ )?(?:instruction|arithmetic|math) throughput"),
@@ -128,7 +127,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
         'warp[- ]level intrinsics',
         'threads in (?:a |the )?warp to communicate',
         'shuffle (?:down|up|xor)'),
-    "branch_free_predication": (r"predicat\w+", r"branch[- ]free", r"branchless"),
+    "branch_free_predication": (r"predicat(?:ion|ed|ing)\b", r"branch[- ]free", r"branchless"),
     "grouped_tile_rasterization": (r"raster\w+", r"grouped (?:tile )?ordering", r"swizzle the (?:program|block) order",
                                    # swizzling the order of thread blocks, not the layout of shared memory
                                    r"(?:thread ?block|block|tile|cta|program)[- ]?swizzl\w*",

@@ -24,6 +24,7 @@ from kskill.graph_schema.model import Condition
 
 from .claims import Claim, EntityRef
 from .lexicon import OTHER_SENSES, Mention
+from .relations import AVOIDING, PURPOSE, REMEDY, WHEN_TO_APPLY
 from .statement import in_brackets
 
 POINTS_ELSEWHERE = re.compile(
@@ -38,7 +39,7 @@ POINTS_ELSEWHERE = re.compile(
     r"recommend(?:s|ed)? (?:that )?(?:\w+ )?(?:first )?read|\{ref\}|let[’']?s (?:review|look at|recall|take a look)|"
     r"we[’']?ll (?:examine|look at|see)|(?:[\w-]+/)+[\w-]+\.\w+:\d+|(?<![-\w])[a-z0-9]+(?:-[a-z0-9]+){3,}\b\s*\.?\s*$)", re.I)
 # Slide bullets flattened into one line: an agenda or an outline, not a statement.
-BULLETS = re.compile(r"[❖•▪◦►■➢]")
+BULLETS = re.compile(r"[❖•▪◦►■➢]|(?<=\s)o(?=\s)")
 # A lead line that introduces code, a log or a snippet: what follows it says something, not the line itself.
 INTRODUCES_CODE = re.compile(r"\b(?:snippets?|(?:following|below|this|the) code|code (?:below|snippet|example|block)|logs?|"
                              r"loggings?)\b[^.]*:\s*$", re.I)
@@ -49,20 +50,30 @@ IDENTIFIER = re.compile(r"\w[._]\w|\w\(\)|^\w+=")  # "same.overlapfraction", "nu
 MATH = re.compile(r"\$[^$]+\$")  # inline LaTeX: a formula inside prose, not code
 # A configuration field: a line that opens with an identifier-like key and its value or description
 # ("CUTLASS_FILE : path", "- `x_ptr` - the input", "--cold-warmup-runs N"); an assignment inside prose is not one.
-_KEY = r"(?:(?=\w\w)[A-Za-z_]\w*(?:[_.][\w.]+|\([^)]*\))+|--?[a-z][\w-]*)"
+_KEY = r"(?:(?=\w[\w.])(?![A-Z]\.[A-Z]\.)[A-Za-z_]\w*(?:[_.][\w.]+|\([^)]*\))+(?:=\S+)?|--?[a-z][\w-]*)"
 CONFIG_FIELD = re.compile(rf"^\s*[-*]?\s*`?{_KEY}`?(?:\s*/\s*`?{_KEY}`?)*\s*(?::|\s[-–—]\s)|^\s*[-*]?\s*`?[a-z]+_[a-z_]+`?\s+[A-Z]")
 # The name is one item of a series or an example: "such as X", "A, X and B", "X, A, B".
+# an example, or the baseline of a comparison ("comparable to or better than vendor libraries")
 EXAMPLE_BEFORE = re.compile(r"(?:\bsuch as|\bincluding|\be\.g\.,?|\bi\.e\.,?|\blike|\bfor example,?|\bfor instance,?|"
-                            r"\bvs\.?|\bversus)\s*$", re.I)
+                            r"\bvs\.?|\bversus|\bthan|\bcomparable to|\bcompared (?:to|with)|\brelative to)\s*$", re.I)
 _ITEM = r"[\w./+-]+(?:\s[\w./+-]+){0,2}"
 # two items before the name ("A, B, X", "A, B and X"), or the series going on after it ("X, A, B", "X, A and B")
-ITEMS_BEFORE = re.compile(rf"(?:^|[,:(]|such as|including|like)\s*{_ITEM}\s*,\s*{_ITEM}(?:\s*,\s*(?:and\s+|or\s+)?|,?\s+(?:and|or)\s+)$",
-                          re.I)
-ITEMS_AFTER = re.compile(rf"^\s*(?:,\s*{_ITEM}\s*(?:,|\band\b|\bor\b|etc)|/\s*\w|\s*(?:vs\.?|versus)\s|,?\s*for example\b)",
+ITEMS_BEFORE = re.compile(rf"(?:^|[,:(]|\b(?:such as|including|like|over|of|for|with|between))\s*{_ITEM}\s*,\s*{_ITEM}"
+                          rf"(?:\s*,\s*(?:and\s+|or\s+)?|,?\s+(?:and|or)\s+)$|"
+                          rf"\b(?:such as|including|e\.g\.,?|like)\s+{_ITEM}\s+(?:and|or)\s+$", re.I)
+ITEMS_AFTER = re.compile(rf"^\s*(?:,\s*{_ITEM}\s*(?:,|\band\b|\bor\b|etc|\.?\s*$)|/\s*\w|\s*(?:vs\.?|versus)\s|,?\s*for example\b)",
                          re.I)
 # A bottleneck named as a measured quantity: "the effective memory bandwidth", "peak compute throughput".
 MERIT_WORDS = re.compile(r"\b(?:effective|peak|achieved|achievable|attainable|theoretical|target|maximum|max|sustained|"
-                         r"available|actual|realistic)\s+(?:\w+\s+)?$", re.I)
+                         r"available|actual|realistic|high)\s+(?:\w+\s+)?$", re.I)
+# "T.Pipelined is fully supported": a note on what a tool supports, nothing about the node
+# "greatly reduces memory throughput": the quantity a change acts on, not what the bottleneck is
+CHANGED_QUANTITY = re.compile(r"\b(?:reduc\w+|lower\w*|improv\w+|increas\w+|maximi[sz]\w+|boost\w*|rais\w+)\s+(?:the\s+|its\s+)?"
+                              r"(?:\w+\s+)?$", re.I)
+QUANTITY = re.compile(r"throughput|bandwidth|utili[sz]ation", re.I)
+SUPPORT_NOTE = re.compile(r"\b(?:is|are) (?:fully |now |also )?supported\b", re.I)
+EXPECTED = re.compile(r"\bexpected (?:impact|gain|speed-?up)\b", re.I)  # a catalog's field under a technique's heading
+DEFAULT_VALUE = re.compile(r"\bthe default (?:value )?is\b|\bdefaults? to\b", re.I)
 RESULT = re.compile(r"\b(?:achiev\w+(?! (?:occupancy|bandwidth|throughput))|reach(?:es|ed|ing)?|attain\w*|deliver(?:s|ed|ing)?|obtain\w*|measured|report(?:s|ed)?|"
                     r"record(?:s|ed)?|yield(?:s|ed)?)\b", re.I)
 MEASURED = re.compile(r"\d\s*(?:GB/s|TB/s|GiB/s|T?FLOPS|TFlops|%)", re.I)
@@ -102,6 +113,11 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
         technique, bottleneck = spans.get(claim.object.id), spans.get(claim.subject.id)
         if technique is None and claim.object.id not in headed:
             return "the remedy's technique is not named"  # by the sentence nor by a heading above it
+        if technique is None and not (REMEDY.search(text) or PURPOSE.search(text) or AVOIDING.search(text)
+                                      or WHEN_TO_APPLY.search(text) or EXPECTED.search(text)):
+            return "the heading's technique, and the sentence says nothing of a remedy"
+        if DEFAULT_VALUE.search(text):
+            return "a default setting"
         if technique is not None and bottleneck is not None and technique.end <= bottleneck.start and MEANS.search(text, technique.end, bottleneck.start):
             return "the bottleneck's reduction is the means"
         if technique is not None and MEANS.match(text, technique.end + 1):
@@ -161,7 +177,9 @@ def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> s
         return ""  # linked by its heading or by meaning: the rules' bars decide
     if INTRODUCES_CODE.search(text):
         return "a lead line introducing code"
-    if len(BULLETS.findall(text)) >= 3:
+    if SUPPORT_NOTE.search(text):
+        return "a note on what is supported"
+    if len(BULLETS.findall(text)) >= 2:
         return "named in passing, in a list of bullets"
     if node.kind == "ProtocolStep":
         return ""  # measurement advice lists what to watch: "monitor the clocks, power and temperature"
@@ -172,6 +190,8 @@ def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> s
     if node.kind == "Bottleneck" and not BOUND_WORDS.search(text[:mention.start] + " " + text[mention.end:]):
         if MERIT_WORDS.search(text[:mention.start]):
             return "a figure of merit"
+        if CHANGED_QUANTITY.search(text[:mention.start]) and QUANTITY.search(text[mention.start:mention.end]):
+            return "the quantity a change acts on"
         if MEASURED.search(text) and RESULT.search(text):
             return "a measured result"
     return ""

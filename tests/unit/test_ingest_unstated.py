@@ -1,0 +1,108 @@
+"""Sentences that name a node without stating a claim about it (ingest/unstated.py): each judged error class."""
+
+from __future__ import annotations
+
+import pytest
+
+from kskill.graph_schema.model import Condition
+from kskill.graph_schema.skillbase import read_builtin
+from kskill.ingest.claims import Claim, EntityRef, Span
+from kskill.ingest.lexicon import Lexicon
+from kskill.ingest.unstated import is_code, why_unstated
+
+
+@pytest.fixture(scope="module")
+def lexicon() -> Lexicon:
+    payload = read_builtin().payload
+    return Lexicon([{"id": n.id, "kind": n.label, "name": n.name} for (label, _), n in payload.nodes.items()
+                    if label in ("Bottleneck", "Technique", "ProtocolStep")])
+
+
+def evidence(node: str, kind: str = "Technique") -> Claim:
+    return Claim(EntityRef(kind, node), "SUPPORTS", None, 0.7, Span("", ""), "rules")
+
+
+def remedy(bottleneck: str, technique: str) -> Claim:
+    return Claim(EntityRef("Bottleneck", bottleneck), "ADDRESSED_BY", EntityRef("Technique", technique), 0.7,
+                 Span("", ""), "rules", kind="remedy")
+
+
+def reason(lexicon: Lexicon, claim: Claim, text: str, **context) -> str:
+    return why_unstated(claim, text, lexicon.mentions(text), **context)
+
+
+def test_a_sentence_that_states_the_claim_passes(lexicon):
+    text = "Software pipelining is critical to hide the latency of global memory loads."
+    assert reason(lexicon, evidence("software_pipelining"), text) == ""
+    assert reason(lexicon, remedy("memory_latency", "software_pipelining"), text) == ""
+
+
+@pytest.mark.parametrize("text, why", [
+    ("For a deeper dive into Flash Attention, we recommend reading the original paper.", "points elsewhere"),
+    ("If auto-tuning does not meet your requirements, consider mi300x-triton-kernel-performance-optimization .",
+     "points elsewhere"),
+    ("constant float4 *A_ptr = reinterpret_cast<constant float4 *>(A + m * lda);", "code"),
+    ("- CUTLASS_LIBRARY_HEURISTICS_TESTLIST_FILE : Path to the CSV used for autotuning.", "configuration field"),
+    ("These optimizations include loop unrolling, memory access optimizations, constant folding, CSE, etc.",
+     "named in passing, in a series"),
+    ("TileLang performs comparable to or better than vendor libraries and Triton.", "named in passing, in a series"),
+    ("Agenda ❖ Composable Kernel ❖ Kernel customization ❖ ROCm Flash-Attention ❖ Q&A",
+     "named in passing, in a list of bullets"),
+    ("- Software-pipelining ( T.Pipelined ) is fully supported by the rewriter.", "a note on what is supported"),
+])
+def test_sentences_that_name_a_technique_without_stating_anything(lexicon, text, why):
+    named = {m.id for m in lexicon.mentions(text)}
+    node = next(n for n in ("flash_attention", "autotune_launch", "vectorized_access", "loop_unrolling",
+                            "vendor_library", "software_pipelining") if n in named)
+    assert reason(lexicon, evidence(node), text) == why
+
+
+def test_a_figure_of_merit_is_no_evidence_for_a_bottleneck(lexicon):
+    merit = "An H800 GPU has a peak memory bandwidth of 3.35 TB/s and peak FLOPs of 990 TFlops."
+    result = "These optimizations achieve 3 TB/s memory bandwidth on an H800 SXM5 GPU."
+    stated = "The kernel is memory-bound: its runtime is limited by the rate at which data moves."
+    assert reason(lexicon, evidence("memory_bandwidth", "Bottleneck"), merit) == "a figure of merit"
+    assert reason(lexicon, evidence("memory_bandwidth", "Bottleneck"), result) == "a measured result"
+    assert reason(lexicon, evidence("memory_bandwidth", "Bottleneck"), stated) == ""
+
+
+def test_another_sense_of_a_name_rules_it_out(lexicon):
+    text = "The forward and backward pass are split into multiple pipeline stages."
+    assert reason(lexicon, evidence("software_pipelining"), text, heading="Pipeline parallelism") == \
+        "another sense of the node's name"
+
+
+def test_a_remedy_needs_its_technique_named_and_meant_as_the_means(lexicon):
+    unnamed = "These memory-bound operations only account for 0.02% of the total FLOPs."
+    goal = "Increase occupancy by reducing register pressure"
+    condition = "When CUDA graph is enabled, launches of small kernels cost less."
+    assert reason(lexicon, remedy("memory_bandwidth", "flash_attention"), unnamed) == \
+        "the remedy's technique is not named"
+    assert reason(lexicon, remedy("memory_bandwidth", "flash_attention"), unnamed,
+                  headed=frozenset({"flash_attention"})) == "the heading's technique, and the sentence says nothing of a remedy"
+    assert reason(lexicon, remedy("register_pressure", "increase_occupancy"), goal) == \
+        "the bottleneck's reduction is the means"
+    assert reason(lexicon, remedy("launch_overhead", "cuda_graph"), condition) == "the technique is a condition"
+
+
+def test_a_build_instruction_states_no_precondition(lexicon):
+    claim = Claim(EntityRef("Technique", "flash_attention"), "REQUIRES", Condition.of("has_attention", "is_true"), 0.65,
+                  Span("", ""), "rules", kind="precondition")
+    text = "Instead, we need to clone the flash-attention repo and build it from source."
+    assert reason(lexicon, claim, text) == "a build instruction"
+
+
+def test_proposals_that_name_no_one_new_thing():
+    def proposal(name: str, kind: str = "Technique") -> Claim:
+        return Claim(EntityRef(kind, "", name), "SUPPORTS", None, 0.6, Span("", ""), "rules")
+
+    assert why_unstated(proposal("same.overlapfraction"), "", []) == "a proposal named like an identifier"
+    assert why_unstated(proposal("Multicast and SM-to-SM Copy"), "", []) == "a proposal naming two things"
+    assert why_unstated(proposal("Quantization-Aware Training"), "", []) == "a training method, not a kernel technique"
+    assert why_unstated(proposal("Manually spill to LDS", "Bottleneck"), "", []) == "a remedy proposed as a bottleneck"
+    assert why_unstated(proposal("Pingpong scheduling"), "", []) == ""
+
+
+def test_inline_formulas_are_prose_and_statements_of_code_are_code():
+    assert not is_code("When $h_q s_q \\ge 128$, the kernel is compute-bound; otherwise, it's memory-bound.")
+    assert is_code("B_BASE += BLOCK_SIZE_K * stride_bk")
