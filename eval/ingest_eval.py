@@ -1,12 +1,12 @@
 """Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
-    python -m kskill.eval.ingest_eval [--half heldout5|heldout5b|heldout4b|heldout4|heldout3|heldout2|tune|all] [--extra-corpus DIR]
+    python -m kskill.eval.ingest_eval [--half heldout5|heldout5b|heldout5c|heldout4b|heldout4|heldout3|heldout2|tune|all] [--extra-corpus DIR]
                                       [--sample 40] [--pdf-copies 4] [--extractor learned|precision|rules]
                                       [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
-- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout5` and `heldout5b` are the
+- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout5`, `heldout5b` and `heldout5c` are the
   held-out half, never tuned on; `tune`, `heldout2`, `heldout3`, `heldout4` and `heldout4b` are tune material; documents
   kept outside the repository, listed in corpus/SOURCES.md, are read from `--extra-corpus DIR`), the source metadata,
   whether each document whose subject the built-in base has gave it
@@ -43,7 +43,7 @@ DEV_CORPUS = next((p / "shared" / "corpus" for p in HERE.parents if (p / "shared
 DEV_LABELS = HERE / "ingest" / "labels.yaml"
 # heldout2, heldout3, heldout4 and heldout4b were reported on and their errors read: tune material now
 TUNE_HALVES = ("tune", "heldout2", "heldout3", "heldout4", "heldout4b")
-HALVES = ("heldout5", "heldout5b", *TUNE_HALVES)
+HALVES = ("heldout5", "heldout5b", "heldout5c", *TUNE_HALVES)
 EDGE_RELATIONS = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN")
 
 
@@ -214,7 +214,7 @@ def _pct(value: float | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--half", choices=[*HALVES, "all", "none"], default="heldout5",
-                        help="heldout5 and its second batch heldout5b: the held-out half; all: the tune material (TUNE_HALVES)")
+                        help="heldout5 and its later batches heldout5b and heldout5c: the held-out half; all: the tune material (TUNE_HALVES)")
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[],
                         help="a folder holding labelled documents kept outside the repository (repeatable)")
     parser.add_argument("--sample", type=int, default=40, help="extracted items to draw for judging")
