@@ -12,8 +12,10 @@ say. Each was a class of error a person found when judging extracted items on th
   and "increase occupancy by reducing register pressure", where the bottleneck's reduction is the means;
 - a precondition read from a build instruction ("clone the repo and build it"), from an obligation
   ("kernels need to be built"), or from the technique's own name ("flash-attention" names attention);
-- a detection threshold read from a result ("achieving over 99% fetch efficiency").
-Each test reads only the sentence and where it names the claim's nodes: none knows a document.
+- a detection threshold read from a result ("achieving over 99% fetch efficiency");
+- a name in another of its senses (lexicon.OTHER_SENSES: "pipeline parallelism" is no software pipelining);
+- a proposal whose name is an identifier, joins two things, or is a training method.
+Each test reads only the sentence, its headings and where it names the claim's nodes: none knows a document.
 """
 
 from __future__ import annotations
@@ -43,17 +45,18 @@ BULLETS = re.compile(r"[❖•▪◦►■➢]|(?<=\s)o(?=\s)")
 # A lead line that introduces code, a log or a snippet: what follows it says something, not the line itself.
 INTRODUCES_CODE = re.compile(r"\b(?:snippets?|(?:following|below|this|the) code|code (?:below|snippet|example|block)|logs?|"
                              r"loggings?)\b[^.]*:\s*$", re.I)
-CODE_LINE = re.compile(r"^\s*(?:[\w.\[\]]+\s*[-+*/]?=[^=]|def |class \w+|@\w|#include|for \w+ in |return\b|import\b|from \w+ import)"
-                       r"|[\w\]]\([^()]*\)\s*[;{]\s*$")
+CODE_LINE = re.compile(r"^\s*(?:[\w.\[\]]+\s*[-+*/]?=[^=]|def |class \w+|@\w|#include|for \w+ in |return\b|import\b|"
+                       r"from \w+ import)|[\w\]]\([^()]*\)\s*[;{]\s*$")
 CODE_MARKS = re.compile(r"[=;{}()\[\]<>@]")
 IDENTIFIER = re.compile(r"\w[._]\w|\w\(\)|^\w+=")  # "same.overlapfraction", "num_scheduler_steps"
 MATH = re.compile(r"\$[^$]+\$")  # inline LaTeX: a formula inside prose, not code
 # A configuration field: a line that opens with an identifier-like key and its value or description
 # ("CUTLASS_FILE : path", "- `x_ptr` - the input", "--cold-warmup-runs N"); an assignment inside prose is not one.
 _KEY = r"(?:(?=\w[\w.])(?![A-Z]\.[A-Z]\.)[A-Za-z_]\w*(?:[_.][\w.]+|\([^)]*\))+(?:=\S+)?|--?[a-z][\w-]*)"
-CONFIG_FIELD = re.compile(rf"^\s*[-*]?\s*`?{_KEY}`?(?:\s*/\s*`?{_KEY}`?)*\s*(?::|\s[-–—]\s)|^\s*[-*]?\s*`?[a-z]+_[a-z_]+`?\s+[A-Z]")
-# The name is one item of a series or an example: "such as X", "A, X and B", "X, A, B".
-# an example, or the baseline of a comparison ("comparable to or better than vendor libraries")
+CONFIG_FIELD = re.compile(rf"^\s*[-*]?\s*`?{_KEY}`?(?:\s*/\s*`?{_KEY}`?)*\s*(?::|\s[-–—]\s)|"
+                          rf"^\s*[-*]?\s*`?[a-z]+_[a-z_]+`?\s+[A-Z]")
+# The name is one item of a series or an example: "such as X", "A, X and B", "X, A, B", or the baseline of a
+# comparison ("comparable to or better than vendor libraries").
 EXAMPLE_BEFORE = re.compile(r"(?:\bsuch as|\bincluding|\be\.g\.,?|\bi\.e\.,?|\blike|\bfor example,?|\bfor instance,?|"
                             r"\bvs\.?|\bversus|\bthan|\bcomparable to|\bcompared (?:to|with)|\brelative to)\s*$", re.I)
 _ITEM = r"[\w./+-]+(?:\s[\w./+-]+){0,2}"
@@ -61,21 +64,22 @@ _ITEM = r"[\w./+-]+(?:\s[\w./+-]+){0,2}"
 ITEMS_BEFORE = re.compile(rf"(?:^|[,:(]|\b(?:such as|including|like|over|of|for|with|between))\s*{_ITEM}\s*,\s*{_ITEM}"
                           rf"(?:\s*,\s*(?:and\s+|or\s+)?|,?\s+(?:and|or)\s+)$|"
                           rf"\b(?:such as|including|e\.g\.,?|like)\s+{_ITEM}\s+(?:and|or)\s+$", re.I)
-ITEMS_AFTER = re.compile(rf"^\s*(?:,\s*{_ITEM}\s*(?:,|\band\b|\bor\b|etc|\.?\s*$)|/\s*\w|\s*(?:vs\.?|versus)\s|,?\s*for example\b)",
-                         re.I)
+ITEMS_AFTER = re.compile(rf"^\s*(?:,\s*{_ITEM}\s*(?:,|\band\b|\bor\b|etc|\.?\s*$)|/\s*\w|\s*(?:vs\.?|versus)\s|"
+                         rf",?\s*for example\b)", re.I)
 # A bottleneck named as a measured quantity: "the effective memory bandwidth", "peak compute throughput".
 MERIT_WORDS = re.compile(r"\b(?:effective|peak|achieved|achievable|attainable|theoretical|target|maximum|max|sustained|"
                          r"available|actual|realistic|high)\s+(?:\w+\s+)?$", re.I)
-# "T.Pipelined is fully supported": a note on what a tool supports, nothing about the node
 # "greatly reduces memory throughput": the quantity a change acts on, not what the bottleneck is
 CHANGED_QUANTITY = re.compile(r"\b(?:reduc\w+|lower\w*|improv\w+|increas\w+|maximi[sz]\w+|boost\w*|rais\w+)\s+(?:the\s+|its\s+)?"
                               r"(?:\w+\s+)?$", re.I)
 QUANTITY = re.compile(r"throughput|bandwidth|utili[sz]ation", re.I)
+# "T.Pipelined is fully supported": a note on what a tool supports, nothing about the node
 SUPPORT_NOTE = re.compile(r"\b(?:is|are) (?:fully |now |also )?supported\b", re.I)
 EXPECTED = re.compile(r"\bexpected (?:impact|gain|speed-?up)\b", re.I)  # a catalog's field under a technique's heading
 DEFAULT_VALUE = re.compile(r"\bthe default (?:value )?is\b|\bdefaults? to\b", re.I)
-RESULT = re.compile(r"\b(?:achiev\w+(?! (?:occupancy|bandwidth|throughput))|reach(?:es|ed|ing)?|attain\w*|deliver(?:s|ed|ing)?|obtain\w*|measured|report(?:s|ed)?|"
-                    r"record(?:s|ed)?|yield(?:s|ed)?)\b", re.I)
+# A result reported ("achieving 95%", "reached 1165 GB/s"); "achieved occupancy" is a metric's name.
+RESULT = re.compile(r"\b(?:achiev\w+(?! (?:occupancy|bandwidth|throughput))|reach(?:es|ed|ing)?|attain\w*|deliver(?:s|ed|ing)?|"
+                    r"obtain\w*|measured|report(?:s|ed)?|record(?:s|ed)?|yield(?:s|ed)?)\b", re.I)
 MEASURED = re.compile(r"\d\s*(?:GB/s|TB/s|GiB/s|T?FLOPS|TFlops|%)", re.I)
 # Words that make a sentence say something about a bottleneck itself, even beside a figure.
 BOUND_WORDS = re.compile(r"\b(?:bottleneck\w*|limit\w*|stall\w*|starv\w+|saturat\w+|constrain\w*|caus\w+|becaus\w+|"
@@ -110,20 +114,7 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     if claim.relation == "SUPPORTS" and claim.subject.id:
         return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))
     if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
-        technique, bottleneck = spans.get(claim.object.id), spans.get(claim.subject.id)
-        if technique is None and claim.object.id not in headed:
-            return "the remedy's technique is not named"  # by the sentence nor by a heading above it
-        if technique is None and not (REMEDY.search(text) or PURPOSE.search(text) or AVOIDING.search(text)
-                                      or WHEN_TO_APPLY.search(text) or EXPECTED.search(text)):
-            return "the heading's technique, and the sentence says nothing of a remedy"
-        if DEFAULT_VALUE.search(text):
-            return "a default setting"
-        if technique is not None and bottleneck is not None and technique.end <= bottleneck.start and MEANS.search(text, technique.end, bottleneck.start):
-            return "the bottleneck's reduction is the means"
-        if technique is not None and MEANS.match(text, technique.end + 1):
-            return "the technique is the goal, not the means"  # "maximize occupancy by minimizing registers"
-        if technique is not None and CONDITION_BEFORE.search(text[:technique.start]) and CONDITION_AFTER.match(text[technique.end:]):
-            return "the technique is a condition"
+        return _remedy_unstated(claim.object.id, text, spans.get(claim.object.id), spans.get(claim.subject.id), headed)
     if claim.relation in ("REQUIRES", "FORBIDDEN_WHEN") and isinstance(claim.object, Condition):
         return _condition_unstated(text, spans.get(claim.subject.id))
     if claim.relation == "DETECTED_BY" and RESULT.search(text):
@@ -147,7 +138,8 @@ def in_series(text: str, start: int, end: int) -> bool:
 
 def in_identifier(text: str, start: int, end: int) -> bool:
     """The name is part of a longer identifier, call or path ("tl.math.fast_expf", "T.Pipelined(...)")."""
-    return bool(re.match(r"[\w.]", text[start - 1:start]) if start else False) or bool(re.match(r"\(|[._]\w", text[end:end + 2]))
+    joined_before = start > 0 and re.match(r"[\w.]", text[start - 1]) is not None
+    return joined_before or re.match(r"\(|[._]\w", text[end:end + 2]) is not None
 
 
 # A name that joins two things, or a training method: no one technique for kernels
@@ -194,6 +186,27 @@ def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> s
             return "the quantity a change acts on"
         if MEASURED.search(text) and RESULT.search(text):
             return "a measured result"
+    return ""
+
+
+def _remedy_unstated(technique_id: str, text: str, technique: Mention | None, bottleneck: Mention | None,
+                     headed: frozenset[str]) -> str:
+    if technique is None:
+        if technique_id not in headed:
+            return "the remedy's technique is not named"  # by the sentence nor by a heading above it
+        if not (REMEDY.search(text) or PURPOSE.search(text) or AVOIDING.search(text) or WHEN_TO_APPLY.search(text)
+                or EXPECTED.search(text)):
+            return "the heading's technique, and the sentence says nothing of a remedy"
+    if DEFAULT_VALUE.search(text):
+        return "a default setting"
+    if technique is None:
+        return ""
+    if bottleneck is not None and technique.end <= bottleneck.start and MEANS.search(text, technique.end, bottleneck.start):
+        return "the bottleneck's reduction is the means"
+    if MEANS.match(text, technique.end + 1):
+        return "the technique is the goal, not the means"  # "maximize occupancy by minimizing registers"
+    if CONDITION_BEFORE.search(text[:technique.start]) and CONDITION_AFTER.match(text[technique.end:]):
+        return "the technique is a condition"
     return ""
 
 
