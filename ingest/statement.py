@@ -32,7 +32,7 @@ VERB = re.compile(
 PREPOSITION = re.compile(r"^(?:of|in|for|with|to|from|by|on|at|into|than|as|like|via|about|under|over|between|through|"
                          r"within|across|per|without|against|among|onto|upon)$", re.I)
 # A name after these words is an example or an item, not what the sentence is about.
-PASSING_LEAD = re.compile(r"(?<!\w)(?:such as|e\.g\.?,?|i\.e\.?,?|including|like|for example,?|for instance,?|namely|"
+PASSING_LEAD = re.compile(r"(?:such as|e\.g\.?,?|i\.e\.?,?|including|like|for example,?|for instance,?|namely|"
                           r"etc\.?|or|and)\s*$", re.I)
 # A configuration field: an identifier-like key with a value ("num_stages=n", "CUTLASS_FILE : path", "- `x_ptr` -"),
 # a flag, or a default. Not "Risks : ..." or "When to apply : ...": a catalogue's prose fields are claims.
