@@ -148,7 +148,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
                           r"(?:elements|outputs|points|stencils) (?:computed|processed|handled) per thread",
                           r"multiple (?:grid points|elements|outputs) per thread"),
     "vendor_library": (r"vendor librar\w+", r"(?:keep|use|call)\w* (?:the )?(?:cublas|cudnn)",
-        "(?:use|using|call\\w*)\\s+(?:\\w+'s\\s+)?(?:rocwmma|rocblas|hipblaslt|cublas\\w*|cudnn)\\b"),
+                       r"(?:use|using|call\w*)\s+(?:\w+'s\s+)?(?:rocwmma|rocblas|hipblaslt|cublas\w*|cudnn)\b"),
     "batchnorm_folding": (r"fold\w* (?:the )?batch ?norm",),
     "launch_bounds": (r"__launch_bounds__", r"launch bounds",
                       r"launch[ _]bound\b"),
