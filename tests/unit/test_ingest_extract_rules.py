@@ -149,3 +149,13 @@ def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_
     assert set(stated) <= set(kept)
     assert all(with_model.precision.states(dict(c.signals)) for c in stated)
     assert all(not with_model.precision.states(dict(c.signals)) for c in kept if c not in stated)
+
+
+def test_a_sentence_that_does_not_state_the_claim_gives_none(extractor, tmp_path):
+    """Each sentence gives a claim to the rules alone; unstated.py drops it."""
+    pointer = "For a deeper dive into software pipelining, we recommend reading the original paper.\n"
+    other_sense = "## Pipeline parallelism\n\nPipelining the model over stages reduces idle time, which is key to throughput.\n"
+    example = "Triton's passes improve performance, e.g. loop unrolling, constant folding, CSE.\n"
+    assert triples(extractor, tmp_path, pointer) == set()
+    assert not any(t[0] == "software_pipelining" for t in triples(extractor, tmp_path, other_sense))
+    assert triples(extractor, tmp_path, example) == set()
