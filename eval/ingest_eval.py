@@ -73,8 +73,8 @@ def ingest_folder(folder: Path, names: list[str], extractor: str = "learned") ->
 
 def ingest_paths(paths: list[Path], extractor: str = "learned") -> dict[str, Any]:
     """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "learned"
-    (learned-2, the shipped extractor), "precision" (precision-2, with the sentence-level precision model) or
-    "rules" (rules-4)."""
+    (learned-3, the shipped extractor), "precision" (precision-3, with the sentence-level precision model) or
+    "rules" (rules-5)."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
@@ -224,8 +224,8 @@ def main() -> None:
     parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
     parser.add_argument("--extractor", choices=["learned", "precision", "rules"], default="learned",
-                        help="learned: the scorer without the precision model (learned-2); rules: the rules alone "
-                             "(rules-4), for side-by-side figures")
+                        help="learned: the scorer without the precision model (learned-3); rules: the rules alone "
+                             "(rules-5), for side-by-side figures")
     args = parser.parse_args()
     extractor = args.extractor
     results: dict[str, Any] = {"corpus": []}

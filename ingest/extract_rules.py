@@ -7,20 +7,21 @@ passage is about by meaning; for each sentence, the lexicon says which nodes it 
 sentence is seen with its headings' and previous sentence's nodes (`relations.SentenceView`). The
 claim rules score remedies, causes, preconditions, detection thresholds, gains, measurement advice
 and plain evidence; the proposal finder adds new Techniques, Bottlenecks and protocol steps. What the
-rules keep at their own bars is kept, as the `rules-4` extractor does. The rules then propose again with
+rules keep at their own bars is kept, as the `rules-5` extractor does. The rules then propose again with
 low bars, and what that adds (nodes met by meaning or by heading, weaker cues) is kept when the scorer
 fitted on the tune documents (scorer.py) says it is likely: leave-one-document-out showed that the
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-2`; off by default, see RuleSettings); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-4`); the default is the scorer's choice
-(`learned-2`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-3`; off by default, see RuleSettings); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-5`); the default is the scorer's choice
+(`learned-3`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from .claims import Claim, Span, merge_claims
@@ -37,9 +38,9 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-2"
-LEARNED_VERSION = "learned-2"  # the scorer without the sentence-level precision model
-RULES_VERSION = "rules-4"  # the rules alone, when no scorer is used
+VERSION = "precision-3"
+LEARNED_VERSION = "learned-3"  # the scorer without the sentence-level precision model
+RULES_VERSION = "rules-5"  # the rules alone, when no scorer is used
 # With a scorer the rules only propose: any candidate scoring this much is shown to the scorer.
 CANDIDATE_BAR = 0.3
 
@@ -79,7 +80,7 @@ class RuleExtractor:
         return merge_claims(self.stated(self.kept(*self.read(doc))))
 
     def kept(self, ruled: list[Claim], weak: list[Claim]) -> list[Claim]:
-        """What the rules keep at their bars, and the weak candidates the scorer keeps (learned-2)."""
+        """What the rules keep at their bars, and the weak candidates the scorer keeps (learned-3)."""
         kept = [c for c in ruled if c.confidence >= self.settings.min_confidence]
         if self.scorer is not None:
             seen = {_key(c) for c in kept}
@@ -151,17 +152,31 @@ class RuleExtractor:
         for sentence in passage.sentences:
             named = self.linker.mentions(sentence.text)
             if is_statement(sentence.text):
+                label = item_label(doc.text, sentence.start)
                 yield SentenceView(sentence.text, Span(sentence.text, doc.location(sentence.start)), named,
-                                   headings, previous, about, heading_text), sentence.start
+                                   headings, previous, about, heading_text,
+                                   self.linker.mentions(label) if label else []), sentence.start
             previous = named
+
+
+# The label that opens a list item: "- **Cache hints:** Using ... improves L2 hit rates" (the loader blanks the bold
+# marks, so the label is what comes before the item's first colon).
+ITEM_LABEL = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+(?:\*\*)?([^:.*\n]{2,60}?)[ \t]*(?:\*\*)?:(?:\*\*)?(?=\s)")
+
+
+def item_label(text: str, at: int) -> str:
+    """The label of the list item whose line holds position `at` of the document, or ""."""
+    line = text.rfind("\n", 0, at) + 1
+    found = ITEM_LABEL.match(text, line)
+    return found.group(1) if found and found.end() <= at else ""
 
 
 def _stated(claims: list[Claim], view: SentenceView) -> list[Claim]:
     """The claims whose sentence may state them (unstated.py): none that it points elsewhere, is code, or names
-    in passing. A remedy may take its technique from the nearest heading naming nodes, or from the previous sentence
-    when this one goes on with a purpose."""
+    in passing. A remedy may take its technique from its list item's label, from the nearest heading naming nodes,
+    or from the previous sentence when this one goes on with a purpose."""
     nearest = next((mentions for mentions in view.headings if mentions), [])
-    context = list(nearest)
+    context = list(view.label) + list(nearest)
     if PURPOSE.search(view.text):  # "..., to minimize the number of transactions" goes on from the previous sentence
         context += view.previous
     headed = frozenset(m.id for m in context)

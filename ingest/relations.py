@@ -11,7 +11,7 @@ Only sentences that can state something (`is_statement`) are ever quoted.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kskill.graph_schema.model import Condition
 
@@ -117,6 +117,8 @@ class SentenceView:
     previous: list[Mention]  # nodes the previous sentence of the passage named
     about: PassageLinks  # what the passage is about by meaning
     heading_text: str  # the heading path, outermost first
+    # nodes the label of the list item holding the sentence names ("- **Fine-grained TMA copy - GEMM pipelining:** ...")
+    label: list[Mention] = field(default_factory=list)
 
     @property
     def heading(self) -> str:

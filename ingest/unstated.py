@@ -26,7 +26,7 @@ from kskill.graph_schema.model import Condition
 
 from .claims import Claim, EntityRef
 from .lexicon import OTHER_SENSES, Mention
-from .relations import AVOIDING, PURPOSE, REMEDY, WHEN_TO_APPLY
+from .relations import AVOIDING, CAUSE, PURPOSE, REMEDY, WHEN_TO_APPLY
 from .statement import in_brackets
 
 POINTS_ELSEWHERE = re.compile(
@@ -76,6 +76,7 @@ QUANTITY = re.compile(r"throughput|bandwidth|utili[sz]ation", re.I)
 # "T.Pipelined is fully supported": a note on what a tool supports, nothing about the node
 SUPPORT_NOTE = re.compile(r"\b(?:is|are) (?:fully |now |also )?supported\b", re.I)
 EXPECTED = re.compile(r"\bexpected (?:impact|gain|speed-?up)\b", re.I)  # a catalog's field under a technique's heading
+FIGURES = re.compile(r"\d")
 DEFAULT_VALUE = re.compile(r"\bthe default (?:value )?is\b|\bdefaults? to\b", re.I)
 # A result reported ("achieving 95%", "reached 1165 GB/s"); "achieved occupancy" is a metric's name.
 RESULT = re.compile(r"\b(?:achiev\w+(?! (?:occupancy|bandwidth|throughput))|reach(?:es|ed|ing)?|attain\w*|deliver(?:s|ed|ing)?|"
@@ -193,9 +194,9 @@ def _remedy_unstated(technique_id: str, text: str, technique: Mention | None, bo
                      headed: frozenset[str]) -> str:
     if technique is None:
         if technique_id not in headed:
-            return "the remedy's technique is not named"  # by the sentence nor by a heading above it
+            return "the remedy's technique is not named"  # by the sentence, its list item's label nor a heading above it
         if not (REMEDY.search(text) or PURPOSE.search(text) or AVOIDING.search(text) or WHEN_TO_APPLY.search(text)
-                or EXPECTED.search(text)):
+                or EXPECTED.search(text) or _states_problem(text, bottleneck)):
             return "the heading's technique, and the sentence says nothing of a remedy"
     if DEFAULT_VALUE.search(text):
         return "a default setting"
@@ -208,6 +209,14 @@ def _remedy_unstated(technique_id: str, text: str, technique: Mention | None, bo
     if CONDITION_BEFORE.search(text[:technique.start]) and CONDITION_AFTER.match(text[technique.end:]):
         return "the technique is a condition"
     return ""
+
+
+def _states_problem(text: str, bottleneck: Mention | None) -> bool:
+    """The sentence names the bottleneck as the problem its section's technique answers ("this under-utilizes each
+    SM", "memory throughput will be the bottleneck"), not as a cost the technique brings ("larger unroll factors may
+    lead to register pressure": a cause word before the bottleneck), nor in a figure ("occupancy is limited to 2 waves",
+    "memory-bound operations account for 0.02% of the FLOPs": a measurement, whatever section it sits in)."""
+    return bottleneck is not None and not CAUSE.search(text[:bottleneck.start]) and not FIGURES.search(text)
 
 
 def _condition_unstated(text: str, technique: Mention | None) -> str:

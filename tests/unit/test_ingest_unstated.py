@@ -85,6 +85,19 @@ def test_a_remedy_needs_its_technique_named_and_meant_as_the_means(lexicon):
     assert reason(lexicon, remedy("launch_overhead", "cuda_graph"), condition) == "the technique is a condition"
 
 
+def test_a_problem_stated_in_a_techniques_section_is_its_remedy(lexicon):
+    problem = "This under-utilizes each SM because each program does very little work."
+    cost = "Larger factors increase register pressure in long loop bodies."
+    figure = "In this case, the occupancy is limited to 2 waves per EU."
+    headed = frozenset({"block_row_mode"})
+    assert reason(lexicon, remedy("low_parallelism", "block_row_mode"), problem, headed=headed) == ""
+    assert reason(lexicon, remedy("low_parallelism", "block_row_mode"), problem) == "the remedy's technique is not named"
+    assert reason(lexicon, remedy("register_pressure", "loop_unrolling"), cost, headed=frozenset({"loop_unrolling"})) == \
+        "the heading's technique, and the sentence says nothing of a remedy"
+    assert reason(lexicon, remedy("occupancy_limited", "autotune_launch"), figure,
+                  headed=frozenset({"autotune_launch"})) == "the heading's technique, and the sentence says nothing of a remedy"
+
+
 def test_a_build_instruction_states_no_precondition(lexicon):
     claim = Claim(EntityRef("Technique", "flash_attention"), "REQUIRES", Condition.of("has_attention", "is_true"), 0.65,
                   Span("", ""), "rules", kind="precondition")
