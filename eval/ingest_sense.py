@@ -1,0 +1,178 @@
+"""Does a general sense check tell a judged item's right sentence from its wrong one? Cross-validated by document.
+
+    python -m kskill.eval.ingest_sense [--json OUT]
+
+Examples: every item a person judged in eval/ingest/runs (the judgement files and the runs that printed them: tune
+material only, heldout2 to heldout5c and the tune runs), each with its sentence and its heading path. Signals, none
+keyed to a document or a node: how close by meaning the sentence, the words around the node's name and the heading
+path are to the node's own text, and how far above the best other node of its kind (a name met in another sense,
+"the graphics pipeline", sits nearer other text than its node's); where the name stands in its clause (statement.py);
+whether it is met in a list, brackets or code. A logistic model (ingest_train.fit) is fitted with leave-one-document-out
+cross-validation, and, as a second test, fitted on the items judged before heldout5 and applied to heldout5's items.
+Reported: the judged precision of all items, and the precision and the share of right items kept at each threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .ingest_eval import ingest_home
+from .ingest_judged import RUNS, load_judged
+from .ingest_train import fit, predict
+
+# (judgement, runs that printed its items): the judgement tables that name document and item in their own columns
+TABLED = (("heldout3-first-run-judgement.md", ("heldout3-first-run.txt", "heldout3-first-run-rules3.txt")),
+          ("heldout4-first-run-judgement.md", ("heldout4-first-run-learned.txt", "heldout4-first-run-rules.txt",
+                                               "heldout4-first-run-precision.txt")),
+          ("heldout4b-first-run-judgement.md", ("heldout4b-first-run-learned.txt", "heldout4b-first-run-rules.txt",
+                                                "heldout4b-first-run-precision.txt")),
+          ("heldout5-first-run-judgement.md", ("heldout5-first-run.txt",)),
+          ("heldout5b-first-run-judgement.md", ("heldout5b-first-run.txt",)),
+          ("heldout5c-first-run-judgement.md", ("heldout5c-first-run.txt",)),
+          ("tune-learned2-judgement.md", ("tune-learned2.txt",)))
+LATE = ("heldout5-", "heldout5b-", "heldout5c-")  # the last batches: the second test applies a model fitted before them
+_PRINTED = re.compile(r"^\d+\. \[(?P<doc>[^\]]+)\] (?P<item>.*?)(?: \((?:remedy|cause|definition|precondition|detection|"
+                      r"gain|measurement)\))? \(confidence [\d.]+\)\n\s+> (?P<quote>.*?)  \((?:section (?P<section>.*?), )?"
+                      r"(?:page \d+, )?offset", re.M)
+_NODE = re.compile(r"^(?:evidence for (?P<evidence>\w+)|(?P<subject>\w+) (?P<relation>[A-Z_]+) (?P<object>\w+)?)")
+FEATURES = ("sentence_similarity", "similarity_margin", "window_similarity", "window_margin", "heading_similarity",
+            "heading_margin", "named", "role_subject", "role_object", "in_list", "in_brackets", "in_code", "edge")
+
+
+def judged_items() -> list[dict[str, Any]]:
+    """(document, item, quote, section, right, batch) for every judged item whose node the graph has."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for judgement, runs in TABLED:
+        printed: dict[tuple[str, str], list[re.Match]] = {}
+        for run in runs:
+            for m in _PRINTED.finditer((RUNS / run).read_text(encoding="utf-8")):
+                printed.setdefault((m["doc"], m["item"]), []).append(m)
+        for line in (RUNS / judgement).read_text(encoding="utf-8").splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            verdict = next((c for c in cells if c.startswith(("right", "wrong"))), None)
+            if verdict is None or len(cells) < 4 or not cells[1].endswith((".md", ".pdf", ".rst")):
+                continue
+            if cells[0].isdigit():
+                doc, item = cells[1], cells[2]
+            else:
+                doc, item = cells[0], cells[1]
+            item = re.sub(r" \((?:remedy|cause|definition|precondition|detection|gain|measurement)\)$", "", item)
+            begins = cells[2] if not cells[0].isdigit() else ""
+            for m in printed.get((doc, item), []):
+                if begins and not m["quote"].startswith(begins[:20]):
+                    continue
+                out.setdefault((doc, item, m["quote"]), {"document": doc, "item": item, "quote": m["quote"],
+                                                         "section": m["section"] or "", "right": verdict.startswith("right"),
+                                                         "batch": judgement})
+                break
+    for j in load_judged():
+        out.setdefault((j.document, j.item, j.quote), {"document": j.document, "item": j.item, "quote": j.quote,
+                                                       "section": "", "right": j.right, "batch": "early"})
+    items = []
+    for it in out.values():
+        m = _NODE.match(it["item"])
+        if not m or "NEW" in it["item"]:
+            continue
+        edge = m["relation"] == "ADDRESSED_BY"
+        it["node"] = m["object"] if edge else (m["evidence"] or m["subject"])
+        it["edge"] = 1.0 if m["relation"] and m["relation"] != "SUPPORTS" else 0.0
+        items.append(it)
+    return items
+
+
+def with_signals(items: list[dict[str, Any]]) -> None:
+    """Each item's FEATURES, read with the embedding model and the lexicon of the built-in base."""
+    from kskill.graph_schema import ingest_queries as iq
+    from kskill.ingest.linking import EntityLinker
+    from kskill.ingest.statement import in_brackets, in_code, in_list, role_of, similarity_pair
+
+    with ingest_home() as (store, retriever, _home):
+        linker = EntityLinker(store.run(iq.SKILL_NODES), store.run(iq.METRIC_TEXTS), retriever)
+        nodes = linker.node_vectors()
+        texts = []
+        for it in items:
+            mention = next((m for m in linker.mentions(it["quote"]) if m.id == it["node"]), None)
+            it["span"] = (mention.start, mention.end) if mention else None
+            texts += [it["quote"], _window(it["quote"], it["span"]), it["section"] or it["quote"]]
+        vectors = linker.embed(texts)
+        for n, it in enumerate(items):
+            s, w, h = vectors[3 * n:3 * n + 3]
+            span = it["span"]
+            sig = {}
+            sig["sentence_similarity"], sig["similarity_margin"] = similarity_pair(s, it["node"], nodes, linker.kind_of)
+            sig["window_similarity"], sig["window_margin"] = similarity_pair(w, it["node"], nodes, linker.kind_of)
+            sig["heading_similarity"], sig["heading_margin"] = similarity_pair(h, it["node"], nodes, linker.kind_of)
+            role = role_of(it["quote"], span) if span else "absent"
+            sig.update({"named": 1.0 if span else 0.0, "role_subject": float(role == "subject"),
+                        "role_object": float(role == "object"),
+                        "in_list": float(bool(span and in_list(it["quote"], span))),
+                        "in_brackets": float(bool(span and in_brackets(it["quote"], span[0]))),
+                        "in_code": float(bool(span and in_code(it["quote"], span))), "edge": it["edge"]})
+            it["signals"] = sig
+
+
+def _window(text: str, span: tuple[int, int] | None, words: int = 6) -> str:
+    """The words around the node's name: the sense it is used in."""
+    if span is None:
+        return text
+    before = text[:span[0]].split()[-words:]
+    after = text[span[1]:].split()[:words]
+    return " ".join(before + [text[span[0]:span[1]]] + after)
+
+
+def matrix(items: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    x = np.array([[it["signals"][f] for f in FEATURES] for it in items], dtype=float).reshape(len(items), len(FEATURES))
+    return x, np.array([1.0 if it["right"] else 0.0 for it in items])
+
+
+def cross_validated(items: list[dict[str, Any]]) -> np.ndarray:
+    """Each item scored by a model fitted on the other documents' items."""
+    scores = np.zeros(len(items))
+    docs = sorted({it["document"] for it in items})
+    for doc in docs:
+        train = [it for it in items if it["document"] != doc]
+        test = [n for n, it in enumerate(items) if it["document"] == doc]
+        model = fit(*matrix(train))
+        scores[test] = predict(model, matrix([items[n] for n in test])[0])
+    return scores
+
+
+def curve(y: np.ndarray, scores: np.ndarray) -> list[dict[str, Any]]:
+    out = []
+    for t in np.arange(0.0, 0.95, 0.05):
+        kept = scores >= t
+        out.append({"threshold": round(float(t), 2), "kept": int(kept.sum()), "right_kept": int(y[kept].sum()),
+                    "precision": round(float(y[kept].mean()), 3) if kept.any() else None,
+                    "right_share": round(float(y[kept].sum() / max(y.sum(), 1)), 3)})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    items = judged_items()
+    with_signals(items)
+    x, y = matrix(items)
+    cv = curve(y, cross_validated(items))
+    early = [it for it in items if not it["batch"].startswith(LATE)]
+    late = [it for it in items if it["batch"].startswith(LATE)]
+    later = curve(matrix(late)[1], predict(fit(*matrix(early)), matrix(late)[0])) if late else []
+    model = fit(x, y)
+    report = {"items": len(items), "right": int(y.sum()), "documents": len({it["document"] for it in items}),
+              "weights": dict(zip(FEATURES, (round(float(w), 3) for w in model["weights"]))),
+              "cross_validated_by_document": cv, "fitted_before_heldout5_applied_to_it": later,
+              "heldout5_items": len(late)}
+    print(json.dumps(report, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
