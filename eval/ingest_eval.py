@@ -1,13 +1,13 @@
 """Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
-    python -m kskill.eval.ingest_eval [--half heldout6|heldout6b|heldout5c|heldout5b|heldout5|heldout4b|heldout4|heldout3|heldout2|tune|all]
+    python -m kskill.eval.ingest_eval [--half heldout6|heldout6b|heldout6c|heldout5c|heldout5b|heldout5|heldout4b|heldout4|heldout3|heldout2|tune|all]
                                       [--extra-corpus DIR]
                                       [--sample 40] [--pdf-copies 4] [--extractor learned|precision|rules]
                                       [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
-- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout6` and `heldout6b` are the held-out
+- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout6`, `heldout6b` and `heldout6c` are the held-out
   half, never tuned on; `tune` and `heldout2` to `heldout5c` are tune material; documents
   kept outside the repository, listed in corpus/SOURCES.md, are read from `--extra-corpus DIR`), the source metadata,
   whether each document whose subject the built-in base has gave it
@@ -44,7 +44,7 @@ DEV_CORPUS = next((p / "shared" / "corpus" for p in HERE.parents if (p / "shared
 DEV_LABELS = HERE / "ingest" / "labels.yaml"
 # heldout2 to heldout5c were reported on and their errors read: tune material now
 TUNE_HALVES = ("tune", "heldout2", "heldout3", "heldout4", "heldout4b", "heldout5", "heldout5b", "heldout5c")
-HALVES = ("heldout6", "heldout6b", *TUNE_HALVES)
+HALVES = ("heldout6", "heldout6b", "heldout6c", *TUNE_HALVES)
 EDGE_RELATIONS = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN")
 
 
@@ -215,7 +215,7 @@ def _pct(value: float | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--half", choices=[*HALVES, "all", "none"], default="heldout6",
-                        help="heldout6 and its later batch heldout6b: the held-out half; all: the tune material (TUNE_HALVES)")
+                        help="heldout6 and its later batches heldout6b and heldout6c: the held-out half; all: the tune material (TUNE_HALVES)")
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[],
                         help="a folder holding labelled documents kept outside the repository (repeatable)")
     parser.add_argument("--sample", type=int, default=40, help="extracted items to draw for judging")
