@@ -74,13 +74,15 @@ def ingest_folder(folder: Path, names: list[str], extractor: str = "learned") ->
 
 def ingest_paths(paths: list[Path], extractor: str = "learned") -> dict[str, Any]:
     """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "learned"
-    (learned-3, the shipped extractor), "precision" (precision-3, with the sentence-level precision model) or
+    (learned-3, the shipped extractor), "precision" (precision-3, with the sentence-level precision model), "sense"
+    (sense-1, with the sense check) or
     "rules" (rules-5)."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
     with ingest_home() as (store, retriever, home):
-        ingestor = Ingestor(store, None, retriever, IngestOptions(learned=extractor != "rules", precision=extractor == "precision"),
+        ingestor = Ingestor(store, None, retriever, IngestOptions(learned=extractor != "rules", precision=extractor == "precision",
+                                                         sense=extractor == "sense"),
                             on_written=lambda: refresh(retriever, store, home))
         started = time.perf_counter()
         report = ingestor.run(paths)
@@ -224,7 +226,7 @@ def main() -> None:
                         help="also score claim triples on the development set")
     parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
-    parser.add_argument("--extractor", choices=["learned", "precision", "rules"], default="learned",
+    parser.add_argument("--extractor", choices=["learned", "precision", "sense", "rules"], default="learned",
                         help="learned: the scorer without the precision model (learned-3); rules: the rules alone "
                              "(rules-5), for side-by-side figures")
     args = parser.parse_args()

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from kskill.ingest.sense import SENSE_FEATURES, SENSE_WEIGHTS
+
 from .ingest_eval import ingest_home
 from .ingest_judged import RUNS, load_judged
 from .ingest_train import fit, predict
@@ -37,18 +39,21 @@ TABLED = (("heldout3-first-run-judgement.md", ("heldout3-first-run.txt", "heldou
           ("heldout5c-first-run-judgement.md", ("heldout5c-first-run.txt",)),
           ("tune-learned2-judgement.md", ("tune-learned2.txt",)))
 LATE = ("heldout5-", "heldout5b-", "heldout5c-")  # the last batches: the second test applies a model fitted before them
+# The held-out half judged after the model was fitted (5336af4): never trained on, scored once at the chosen threshold.
+HELD_OUT = (("heldout6-first-run-judgement.md", ("heldout6-first-run.txt",)),
+            ("heldout6b-first-run-judgement.md", ("heldout6b-first-run.txt",)),
+            ("heldout6c-first-run-judgement.md", ("heldout6c-first-run.txt",)))
 _PRINTED = re.compile(r"^\d+\. \[(?P<doc>[^\]]+)\] (?P<item>.*?)(?: \((?:remedy|cause|definition|precondition|detection|"
                       r"gain|measurement)\))? \(confidence [\d.]+\)\n\s+> (?P<quote>.*?)  \((?:section (?P<section>.*?), )?"
                       r"(?:page \d+, )?offset", re.M)
 _NODE = re.compile(r"^(?:evidence for (?P<evidence>\w+)|(?P<subject>\w+) (?P<relation>[A-Z_]+) (?P<object>\w+)?)")
-FEATURES = ("sentence_similarity", "similarity_margin", "window_similarity", "window_margin", "heading_similarity",
-            "heading_margin", "named", "role_subject", "role_object", "in_list", "in_brackets", "in_code", "edge")
 
 
-def judged_items() -> list[dict[str, Any]]:
-    """(document, item, quote, section, right, batch) for every judged item whose node the graph has."""
+def judged_items(tabled=TABLED, early: bool = True) -> list[dict[str, Any]]:
+    """(document, item, quote, section, right, batch) for every judged item whose node the graph has, from the
+    judgement tables `tabled` (and, with `early`, the numbered judgements of ingest_judged)."""
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for judgement, runs in TABLED:
+    for judgement, runs in tabled:
         printed: dict[tuple[str, str], list[re.Match]] = {}
         for run in runs:
             for m in _PRINTED.finditer((RUNS / run).read_text(encoding="utf-8")):
@@ -71,7 +76,7 @@ def judged_items() -> list[dict[str, Any]]:
                                                          "section": m["section"] or "", "right": verdict.startswith("right"),
                                                          "batch": judgement})
                 break
-    for j in load_judged():
+    for j in load_judged() if early else ():
         out.setdefault((j.document, j.item, j.quote), {"document": j.document, "item": j.item, "quote": j.quote,
                                                        "section": "", "right": j.right, "batch": "early"})
     items = []
@@ -87,10 +92,11 @@ def judged_items() -> list[dict[str, Any]]:
 
 
 def with_signals(items: list[dict[str, Any]]) -> None:
-    """Each item's FEATURES, read with the embedding model and the lexicon of the built-in base."""
+    """Each item's SENSE_FEATURES, read with the embedding model and the lexicon of the built-in base, as the extractor
+    reads them (ingest/sense.py)."""
     from kskill.graph_schema import ingest_queries as iq
     from kskill.ingest.linking import EntityLinker
-    from kskill.ingest.statement import in_brackets, in_code, in_list, role_of, similarity_pair
+    from kskill.ingest.sense import sense_signals, texts_to_embed
 
     with ingest_home() as (store, retriever, _home):
         linker = EntityLinker(store.run(iq.SKILL_NODES), store.run(iq.METRIC_TEXTS), retriever)
@@ -99,35 +105,15 @@ def with_signals(items: list[dict[str, Any]]) -> None:
         for it in items:
             mention = next((m for m in linker.mentions(it["quote"]) if m.id == it["node"]), None)
             it["span"] = (mention.start, mention.end) if mention else None
-            texts += [it["quote"], _window(it["quote"], it["span"]), it["section"] or it["quote"]]
+            texts += texts_to_embed(it["quote"], it["span"], it["section"])
         vectors = linker.embed(texts)
         for n, it in enumerate(items):
-            s, w, h = vectors[3 * n:3 * n + 3]
-            span = it["span"]
-            sig = {}
-            sig["sentence_similarity"], sig["similarity_margin"] = similarity_pair(s, it["node"], nodes, linker.kind_of)
-            sig["window_similarity"], sig["window_margin"] = similarity_pair(w, it["node"], nodes, linker.kind_of)
-            sig["heading_similarity"], sig["heading_margin"] = similarity_pair(h, it["node"], nodes, linker.kind_of)
-            role = role_of(it["quote"], span) if span else "absent"
-            sig.update({"named": 1.0 if span else 0.0, "role_subject": float(role == "subject"),
-                        "role_object": float(role == "object"),
-                        "in_list": float(bool(span and in_list(it["quote"], span))),
-                        "in_brackets": float(bool(span and in_brackets(it["quote"], span[0]))),
-                        "in_code": float(bool(span and in_code(it["quote"], span))), "edge": it["edge"]})
-            it["signals"] = sig
-
-
-def _window(text: str, span: tuple[int, int] | None, words: int = 6) -> str:
-    """The words around the node's name: the sense it is used in."""
-    if span is None:
-        return text
-    before = text[:span[0]].split()[-words:]
-    after = text[span[1]:].split()[:words]
-    return " ".join(before + [text[span[0]:span[1]]] + after)
+            it["signals"] = sense_signals(it["node"], it["quote"], it["span"], bool(it["edge"]),
+                                          vectors[3 * n:3 * n + 3], nodes, linker.kind_of)
 
 
 def matrix(items: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    x = np.array([[it["signals"][f] for f in FEATURES] for it in items], dtype=float).reshape(len(items), len(FEATURES))
+    x = np.array([[it["signals"][f] for f in SENSE_FEATURES] for it in items], dtype=float).reshape(len(items), len(SENSE_FEATURES))
     return x, np.array([1.0 if it["right"] else 0.0 for it in items])
 
 
@@ -153,9 +139,31 @@ def curve(y: np.ndarray, scores: np.ndarray) -> list[dict[str, Any]]:
     return out
 
 
+def write_model(model: dict[str, Any], threshold: float, report: dict[str, Any]) -> None:
+    payload = {"features": list(SENSE_FEATURES), "weights": [round(float(v), 6) for v in model["weights"]],
+               "bias": round(float(model["bias"]), 6), "mean": [round(float(v), 6) for v in model["mean"]],
+               "scale": [round(float(v), 6) for v in model["scale"]], "threshold": threshold,
+               "trained_on": f"{report['items']} judged items of {report['documents']} tune documents",
+               "cross_validated_by_document": next(p for p in report["cross_validated_by_document"]
+                                                   if p["threshold"] == threshold)}
+    target = Path(__file__).resolve().parent.parent / "ingest" / SENSE_WEIGHTS.name  # the source tree
+    target.write_text(json.dumps(payload, indent=1) + "\n")
+    print(f"wrote {target} (threshold {threshold})")
+
+
+def choose(points: list[dict[str, Any]]) -> float:
+    """The threshold with the best F0.5 of precision and the share of right items kept (precision counts twice)."""
+    def f_half(p: dict[str, Any]) -> float:
+        q, r = p["precision"] or 0.0, p["right_share"]
+        return 0.0 if not q or not r else 1.25 * q * r / (0.25 * q + r)
+    return max(points, key=f_half)["threshold"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--write", action="store_true", help="write ingest/sense.json: the model fitted on every judged "
+                                                             "item of the tune material, at the chosen threshold")
     args = parser.parse_args()
     items = judged_items()
     with_signals(items)
@@ -165,11 +173,24 @@ def main() -> None:
     late = [it for it in items if it["batch"].startswith(LATE)]
     later = curve(matrix(late)[1], predict(fit(*matrix(early)), matrix(late)[0])) if late else []
     model = fit(x, y)
-    report = {"items": len(items), "right": int(y.sum()), "documents": len({it["document"] for it in items}),
-              "weights": dict(zip(FEATURES, (round(float(w), 3) for w in model["weights"]))),
+    held = judged_items(HELD_OUT, early=False)
+    threshold = choose(cv)
+    report_held = {}
+    if held:
+        with_signals(held)
+        hx, hy = matrix(held)
+        scores = predict(model, hx)
+        # the threshold chosen on the cross-validated curve, and 0.45, the one named when the model was first committed
+        report_held = {"items": len(held), "right": int(hy.sum()),
+                       "at_chosen": next(p for p in curve(hy, scores) if p["threshold"] == threshold),
+                       "at_0.45": next(p for p in curve(hy, scores) if p["threshold"] == 0.45)}
+    report = {"chosen_threshold": threshold, "held_out_heldout6": report_held,"items": len(items), "right": int(y.sum()), "documents": len({it["document"] for it in items}),
+              "weights": dict(zip(SENSE_FEATURES, (round(float(w), 3) for w in model["weights"]))),
               "cross_validated_by_document": cv, "fitted_before_heldout5_applied_to_it": later,
               "heldout5_items": len(late)}
     print(json.dumps(report, indent=1))
+    if args.write:
+        write_model(model, threshold, report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 

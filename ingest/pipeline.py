@@ -46,6 +46,7 @@ class IngestOptions:
     min_confidence: float = 0.5
     learned: bool = True  # the offline extractor uses its learned scorer (False: the rules alone, rules-5)
     precision: bool = False  # and its sentence-level precision model (precision-3; off by default, see RuleSettings)
+    sense: bool = False  # and the sense check (sense-1; off by default, see RuleSettings)
     max_text_bytes: int = MAX_TEXT_BYTES
     max_pdf_bytes: int = MAX_PDF_BYTES
 
@@ -98,7 +99,7 @@ class Ingestor:
         self.extractor = extractor or RuleExtractor(
             EntityLinker(nodes, store.run(iq.METRIC_TEXTS), retriever),
             RuleSettings(min_confidence=self.options.min_confidence, learned=self.options.learned,
-                         precision=self.options.precision))
+                         precision=self.options.precision, sense=self.options.sense))
         self.on_written = on_written
 
     def run(self, paths: Sequence[Path], progress: Progress | None = None) -> IngestReport:

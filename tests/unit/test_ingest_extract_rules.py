@@ -153,6 +153,16 @@ def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_
     assert all(not with_model.precision.states(dict(c.signals)) for c in kept if c not in stated)
 
 
+def test_the_sense_check_is_opt_in(extractor):
+    """sense-1 when asked for; without an embedding model it keeps every claim (nothing to compare by meaning)."""
+    linker = extractor.linker
+    checked = RuleExtractor(linker, RuleSettings(sense=True))
+    assert checked.version == "sense-1" and RuleExtractor(linker).sense is None
+    claim = Claim(EntityRef("Technique", "software_pipelining"), "SUPPORTS", None, 0.7,
+                  Span("The graphics pipeline has many stages.", "offset 0"), "rules")
+    assert checked.sense.filter([claim], linker) == [claim]
+
+
 def test_a_sentence_that_does_not_state_the_claim_gives_none(extractor, tmp_path):
     """Each sentence gives a claim to the rules alone; unstated.py drops it."""
     pointer = "For a deeper dive into software pipelining, we recommend reading the original paper.\n"
