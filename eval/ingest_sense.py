@@ -1,15 +1,13 @@
-"""Does a general sense check tell a judged item's right sentence from its wrong one? Cross-validated by document.
+"""Fit the sense check (ingest/sense.py) on judged items and estimate it by document.
 
-    python -m kskill.eval.ingest_sense [--json OUT]
+    python -m kskill.eval.ingest_sense [--json OUT] [--write]
 
-Examples: every item a person judged in eval/ingest/runs (the judgement files and the runs that printed them: tune
-material only, heldout2 to heldout5c and the tune runs), each with its sentence and its heading path. Signals, none
-keyed to a document or a node: how close by meaning the sentence, the words around the node's name and the heading
-path are to the node's own text, and how far above the best other node of its kind (a name met in another sense,
-"the graphics pipeline", sits nearer other text than its node's); where the name stands in its clause (statement.py);
-whether it is met in a list, brackets or code. A logistic model (ingest_train.fit) is fitted with leave-one-document-out
-cross-validation, and, as a second test, fitted on the items judged before heldout5 and applied to heldout5's items.
-Reported: the judged precision of all items, and the precision and the share of right items kept at each threshold.
+Examples: every item a person judged in the tune material (eval/ingest/runs: the judgement files of heldout2 to
+heldout5c and of the tune runs, with the runs that printed the items), each with its sentence and its heading. The
+signals (ingest/sense.py) know no document and no node. A logistic model (ingest_train.fit) is estimated three ways:
+leave-one-document-out cross-validation (its threshold is the best F0.5 of precision and the share of right items
+kept); fitted on the items judged before heldout5 and applied to heldout5's; and, fitted on all of them, applied once to
+the held-out half judged later (heldout6, 6b, 6c), which never trains it. `--write` writes ingest/sense.json.
 """
 
 from __future__ import annotations
