@@ -2,7 +2,7 @@
 
     python -m kskill.eval.ingest_eval [--half heldout6|heldout6b|heldout6c|heldout5c|heldout5b|heldout5|heldout4b|heldout4|heldout3|heldout2|tune|all]
                                       [--extra-corpus DIR]
-                                      [--sample 40] [--pdf-copies 4] [--extractor learned|precision|rules]
+                                      [--sample 40] [--pdf-copies 4] [--extractor learned|precision|sense|rules]
                                       [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
@@ -75,14 +75,14 @@ def ingest_folder(folder: Path, names: list[str], extractor: str = "learned") ->
 def ingest_paths(paths: list[Path], extractor: str = "learned") -> dict[str, Any]:
     """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "learned"
     (learned-3, the shipped extractor), "precision" (precision-3, with the sentence-level precision model), "sense"
-    (sense-1, with the sense check) or
-    "rules" (rules-5)."""
+    (sense-1, with the sense check) or "rules" (rules-5)."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
     with ingest_home() as (store, retriever, home):
-        ingestor = Ingestor(store, None, retriever, IngestOptions(learned=extractor != "rules", precision=extractor == "precision",
-                                                         sense=extractor == "sense"),
+        options = IngestOptions(learned=extractor != "rules", precision=extractor == "precision",
+                                sense=extractor == "sense")
+        ingestor = Ingestor(store, None, retriever, options,
                             on_written=lambda: refresh(retriever, store, home))
         started = time.perf_counter()
         report = ingestor.run(paths)
@@ -227,7 +227,8 @@ def main() -> None:
     parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
     parser.add_argument("--extractor", choices=["learned", "precision", "sense", "rules"], default="learned",
-                        help="learned: the scorer without the precision model (learned-3); rules: the rules alone "
+                        help="learned: the scorer without the opt-in filters (learned-3); precision or sense: with "
+                             "the precision model (precision-3) or the sense check (sense-1); rules: the rules alone "
                              "(rules-5), for side-by-side figures")
     args = parser.parse_args()
     extractor = args.extractor

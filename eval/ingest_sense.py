@@ -111,8 +111,8 @@ def with_signals(items: list[dict[str, Any]]) -> None:
 
 
 def matrix(items: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    x = np.array([[it["signals"][f] for f in SENSE_FEATURES] for it in items], dtype=float).reshape(len(items), len(SENSE_FEATURES))
-    return x, np.array([1.0 if it["right"] else 0.0 for it in items])
+    x = np.array([[it["signals"][f] for f in SENSE_FEATURES] for it in items], dtype=float)
+    return x.reshape(len(items), len(SENSE_FEATURES)), np.array([1.0 if it["right"] else 0.0 for it in items])
 
 
 def cross_validated(items: list[dict[str, Any]]) -> np.ndarray:
@@ -182,7 +182,8 @@ def main() -> None:
         report_held = {"items": len(held), "right": int(hy.sum()),
                        "at_chosen": next(p for p in curve(hy, scores) if p["threshold"] == threshold),
                        "at_0.45": next(p for p in curve(hy, scores) if p["threshold"] == 0.45)}
-    report = {"chosen_threshold": threshold, "held_out_heldout6": report_held,"items": len(items), "right": int(y.sum()), "documents": len({it["document"] for it in items}),
+    report = {"chosen_threshold": threshold, "held_out_heldout6": report_held, "items": len(items),
+              "right": int(y.sum()), "documents": len({it["document"] for it in items}),
               "weights": dict(zip(SENSE_FEATURES, (round(float(w), 3) for w in model["weights"]))),
               "cross_validated_by_document": cv, "fitted_before_heldout5_applied_to_it": later,
               "heldout5_items": len(late)}

@@ -8,8 +8,10 @@ say. Each was a class of error a person found when judging extracted items on th
   after "such as", or part of an identifier;
 - it quotes a figure of merit ("the effective memory bandwidth reached 1165 GB/s", "410 TFLOPS in a
   compute-bound configuration"): a result, not what the bottleneck is or what causes it;
-- a remedy whose technique the sentence does not name (it came from a heading or the previous sentence);
-  and "increase occupancy by reducing register pressure", where the bottleneck's reduction is the means;
+- a remedy whose technique neither the sentence, its list item's label nor a heading above names (it came from meaning
+  or the previous sentence), or whose technique only a heading or label names while the sentence says nothing of a
+  remedy nor states the problem the technique answers; and "increase occupancy by reducing register pressure", where
+  the bottleneck's reduction is the means;
 - a precondition read from a build instruction ("clone the repo and build it"), from an obligation
   ("kernels need to be built"), or from the technique's own name ("flash-attention" names attention);
 - a detection threshold read from a result ("achieving over 99% fetch efficiency");
