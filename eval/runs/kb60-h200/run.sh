@@ -2,7 +2,9 @@
 # #15's 60-problem sample (`--sample 60 --seed 0`, default settings, --time-limit 60, one worker), grown
 # from the 40-problem sample it holds (eval/runs/kb40-h200): those rows, then the newer rows of the
 # problems run again since (eval/runs/fixes-h200-s31 and later folders named below), are copied in,
-# and `--resume` runs the others. Before that, what #12 still lacks: the seed reviews of GRU (default
+# and `--resume` runs the others. Session 33 finished SwinMLP and GRUHidden (logs/kb60-s33.txt) and put in the
+# rows of eval/runs/push-h200-s33 for the sample's problems it ran again (the report rebuilt from the rows with
+# kskill.eval.runner.finalize, as a resumed run writes it). Before that, what #12 still lacks: the seed reviews of GRU (default
 # and exhaustive settings) and MobileNetV2 after the profiler's calls were sized by the forward's time.
 # usage: bash eval/runs/kb60-h200/run.sh STOP_AFTER_S   (from the checkout's root, .whl and .kb carried)
 #   starts no problem after STOP_AFTER_S seconds; a fresh machine goes on from .gpustate/kb60 (carried),
@@ -24,7 +26,7 @@ if [ ! -f $D/eval.json ]; then
   kskill eval run $R/.kb --sample 60 --seed 0 --time-limit 60 --workers 1 --out $D --stop-after 0 > /dev/null 2>&1
   mkdir -p $D/rows
   for f in $R/eval/runs/kb40-h200/eval/rows/*.json $R/eval/runs/fixes-h200-s31/eval/rows/*.json \
-           $S/pairs/def/rows/*.json; do
+           $S/pairs/def/rows/*.json $R/eval/runs/push-h200-s33/eval/rows/*.json; do
     # later folders replace earlier ones: the newest measurement stays; a row measured on another GPU
     # model is left out, so that the table's figures all come from one kind of card
     [ -f "$f" ] && grep -q "\"gpu\": \"$GPU\"" "$f" && cp "$f" $D/rows/
