@@ -443,7 +443,8 @@ def _problem_values(loaded: _Loaded, output: Any) -> dict[str, Scalar]:
 
 
 # Pattern features that need the graph's links, which the source text alone does not give.
-_GRAPH_ONLY_FEATURES = ("row_op_pointwise_chain", "norm_into_row_op", "gemm_flop_share", "triangular_gemm_count", "conv_min_group_width")
+_GRAPH_ONLY_FEATURES = ("row_op_pointwise_chain", "norm_into_row_op", "gemm_flop_share", "triangular_gemm_count",
+                        "conv_min_group_width")
 _SHAPE_FEATURES = ("simplifiable_patterns", "gemm_m", "gemm_n", "gemm_k", "gemm_mn", "reduction_length",
                    "eager_bytes_moved", "flops", "bytes_moved", "data_reuse", "input_bytes", "parameter_bytes",
                    "output_bytes", "output_numel", "input_dtypes", "batchnorm_training",

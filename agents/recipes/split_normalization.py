@@ -128,7 +128,8 @@ def stats_unit(name: str, region: Region, how: Lowering) -> KernelUnit:
         partial = head + loop + [f"tl.store(ws_ptr + (row * SPLIT + s) * 3 + {k}, {v})"
                                  for k, v in enumerate(("count", "mean", "m2"))]
         merge = head + ["for k in range(0, SPLIT):"]
-        merge += [f"    {v} = tl.load(ws_ptr + (row * SPLIT + k) * 3 + {i})" for i, v in enumerate(("n_t", "mean_t", "m2_t"))]
+        merge += [f"    {v} = tl.load(ws_ptr + (row * SPLIT + k) * 3 + {i})"
+                  for i, v in enumerate(("n_t", "mean_t", "m2_t"))]
         merge += ["    " + ln for ln in CHAN_MERGE] + write
         kernel = (f"@triton.jit\ndef {name}_partial(x_ptr, ws_ptr, {sizes}):\n"
                   f'    """{node.name}: Chan-merged (count, mean, M2) of one chunk of a row."""\n'

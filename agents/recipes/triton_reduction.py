@@ -240,7 +240,8 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
     return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_R", "BLOCK_Q", "num_warps", "SPLIT")})
 
 
-def _rows_unit(name: str, region: Region, io: FusedIO, op: str, view: tuple[int, int], p: dict[str, Any]) -> KernelUnit:
+def _rows_unit(name: str, region: Region, io: FusedIO, op: str, view: tuple[int, int],
+               p: dict[str, Any]) -> KernelUnit:
     """Short contiguous rows (a reduction over the channels of channels-last memory, over a last dim of a
     few hundred): BLOCK_P whole rows per program as one [BLOCK_P, BLOCK_R] tile, instead of a program per
     row that moves a few hundred bytes."""

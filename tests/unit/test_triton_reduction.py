@@ -46,8 +46,8 @@ def test_logsumexp_is_one_online_pass_and_exact_where_lanes_see_only_minus_infin
 
 def test_short_rows_are_reduced_many_to_a_program():
     """300 rows of 24 values: 128 whole rows per program, not a program per 96 bytes."""
-    src = problem("class Model(nn.Module):\n    def forward(self, x):\n        return torch.amin(torch.relu(x), dim=-1)\n",
-                  "[torch.randn(300, 24)]")
+    model = "class Model(nn.Module):\n    def forward(self, x):\n        return torch.amin(torch.relu(x), dim=-1)\n"
+    src = problem(model, "[torch.randn(300, 24)]")
     cand = check(src, ["triton_reduction", "kernel_fusion"])
     assert cand.params["_reduce_0"]["BLOCK_P"] == 128 and "[(3,)]" in cand.source
 
