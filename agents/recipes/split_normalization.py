@@ -14,12 +14,12 @@ pointwise pass is a kernel of its own. float32 only: the statistics are fp32, as
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
 from kskill.agents.recipes.base import Lowering, Recipe
+from kskill.agents.recipes.fused_normalization import SPLIT_MIN, norm_region
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, TILE_STATS
@@ -29,31 +29,27 @@ from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
 
 STATS_OP = "norm_statistics"
 STATS_BLOCK = 2048  # a statistics tile
-SPLIT_MIN = 16384  # the fewest elements of a row worth a program of its own
 
 
 def split_site(node: Node, graph: Graph) -> dict[str, Any] | None:
-    """How the norm splits: its (rows, row length) view, statistics written per row (`per_row`),
-    their broadcast shape, and the shape the affine parameters broadcast as; None where it does not."""
-    if node.dtype != torch.float32 or node.shape is None or not node.args or not isinstance(node.args[0], (Ref, Attr)):
+    """How the norm splits: its (rows, row length) view (fused_normalization's, which also settles which norm
+    modules are supported), statistics written per row (`per_row`), their broadcast shape, and the shape the
+    affine parameters broadcast as; None where it does not split. A norm called as a function is left alone:
+    its weight and bias are operands, not the module's parameters the pass reads."""
+    if node.dtype != torch.float32 or node.op not in ("layer_norm", "group_norm", "instance_norm"):
         return None
-    shape, at = tuple(node.shape), node.attrs
+    region = norm_region(node, graph)
+    shape = tuple(node.shape or ())
+    if region is None or not isinstance(node.args[0], (Ref, Attr)) or (node.op != "layer_norm" and len(shape) < 3):
+        return None
+    rows, length, _ = region.extra["view"]
+    site = {"rows": rows, "length": length, "eps": region.extra["eps"]}
     if node.op == "layer_norm":
-        k = len(at["normalized_shape"])
-        return {"rows": math.prod(shape[:-k]), "length": math.prod(shape[-k:]), "per_row": 1,
-                "stats_shape": shape[:-k] + (1,) * k, "affine_shape": shape[-k:]}
-    if len(shape) < 3:
-        return None
-    n, c, inner = shape[0], shape[1], math.prod(shape[2:])
-    channel = (c,) + (1,) * (len(shape) - 2)
-    if node.op == "group_norm":
-        g = at["num_groups"]
-        return {"rows": n * g, "length": (c // g) * inner, "per_row": c // g,
-                "stats_shape": (n, c) + (1,) * (len(shape) - 2), "affine_shape": channel}
-    if node.op == "instance_norm" and not at.get("track_running_stats"):
-        return {"rows": n * c, "length": inner, "per_row": 1,
-                "stats_shape": (n, c) + (1,) * (len(shape) - 2), "affine_shape": channel}
-    return None
+        k = len(node.attrs["normalized_shape"])
+        return {**site, "per_row": 1, "stats_shape": shape[:-k] + (1,) * k, "affine_shape": shape[-k:]}
+    spatial = (1,) * (len(shape) - 2)
+    return {**site, "per_row": shape[0] * shape[1] // rows, "stats_shape": shape[:2] + spatial,
+            "affine_shape": (shape[1],) + spatial}
 
 
 def _fresh(graph: Graph, base: str) -> str:
@@ -68,14 +64,14 @@ def split(graph: Graph, norm: Node, site: dict[str, Any]) -> list[Node]:
     the pointwise pass, whose last node keeps the norm's name so later code reads it unchanged."""
     x, shape, stats_shape = norm.args[0], tuple(norm.shape), site["stats_shape"]
     mean_name, rstd_name = _fresh(graph, f"{norm.name}_mean"), _fresh(graph, f"{norm.name}_rstd")
-    attrs = {"eps": float(norm.attrs.get("eps", 1e-5)), "rstd": rstd_name, **site}
+    attrs = {"rstd": rstd_name, **site}
     stats = Node(mean_name, STATS_OP, (x,), attrs, stats_shape, torch.float32)
     rstd = Node(rstd_name, STATS_OP + "_rstd", (Ref(mean_name),), {}, stats_shape, torch.float32)
     x_text = x.name if isinstance(x, Ref) else x.code
     steps: list[tuple[str, Any, tuple[int, ...] | None]] = [("sub", Ref(mean_name), stats_shape),
                                                             ("mul", Ref(rstd_name), stats_shape)]
     for key, op in (("weight", "mul"), ("bias", "add")):
-        if norm.attrs.get(f"has_{key}") and norm.module is not None:
+        if norm.attrs.get(f"has_{key}"):
             steps.append((op, Attr(f"{norm.module}.{key}"), site["affine_shape"]))
     nodes, value = [stats, rstd], x
     for i, (op, operand, operand_shape) in enumerate(steps):

@@ -216,12 +216,15 @@ def output_type_names(outputs: Any) -> list[str]:
     return [f"{type(o).__module__}.{type(o).__qualname__}" for o in flatten_outputs(outputs)]
 
 
+def _poison(t: torch.Tensor) -> torch.Tensor:
+    """`t` filled with NaN, or a sentinel where its dtype has no NaN (True, -12345)."""
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        return t.fill_(float("nan"))
+    return t.fill_(True if t.dtype == torch.bool else -12345)
+
+
 def _filler(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    if dtype.is_floating_point or dtype.is_complex:
-        return torch.full(shape, float("nan"), dtype=dtype, device=device)
-    if dtype == torch.bool:
-        return torch.ones(shape, dtype=dtype, device=device)
-    return torch.full(shape, -12345, dtype=dtype, device=device)
+    return _poison(torch.empty(shape, dtype=dtype, device=device))
 
 
 def _release_cached_blocks(device: torch.device) -> None:
@@ -257,10 +260,7 @@ def empty_memory_poisoned() -> Iterator[None]:
     def poisoned(make: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
         @functools.wraps(make)
         def make_poisoned(*args: Any, **kwargs: Any) -> torch.Tensor:
-            t = make(*args, **kwargs)
-            if t.dtype.is_floating_point or t.dtype.is_complex:
-                return t.fill_(float("nan"))
-            return t.fill_(True if t.dtype == torch.bool else -12345)
+            return _poison(make(*args, **kwargs))
         return make_poisoned
 
     for name, make in originals.items():

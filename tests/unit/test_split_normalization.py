@@ -60,6 +60,19 @@ def test_without_kernel_fusion_the_pointwise_pass_is_one_kernel():
     assert "_norm_statistics_0(x)" in forward and "_pointwise_1(x, norm_mean, norm_rstd" in forward
 
 
+def test_a_norm_called_as_a_function_is_left_alone():
+    """F.group_norm's weight is an operand, not a module parameter the pointwise pass could read."""
+    model = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4) + 2.0)
+
+    def forward(self, x):
+        return torch.logsumexp(F.group_norm(x, 2, self.w), dim=1)
+'''
+    assert not applicable(problem(model, "[torch.randn(2, 4, 5, 5)]"), "split_normalization").ok
+
+
 @pytest.mark.parametrize("layer, inputs", [
     ("nn.BatchNorm2d(4)", "[torch.randn(2, 4, 5, 5)]"),  # batch statistics and running buffers: fused_normalization
     ("nn.GroupNorm(2, 4)", "[torch.randn(2, 4, 5, 5).half()]"),  # fp16: statistics and pass would be fp32
