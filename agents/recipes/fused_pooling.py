@@ -20,7 +20,7 @@ from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Graph, Node
 from kskill.agents.recipes.matching import arg, first_operand, int_tuple, is_float
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, program_id
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -83,14 +83,27 @@ def _window_region(node: Node, x: Any, kind: str, kernel: tuple[int, ...], strid
 
 
 AXES = "dhw"  # names of up to three spatial axes, innermost last
+ROLL_MIN_WIDTH = 32  # output rows narrower than this leave most of a row block's lanes idle
 
 
 def default_params(outputs: int) -> dict[str, Any]:
     return {"BLOCK": 512 if outputs >= 1 << 20 else 256, "num_warps": 4}
 
 
+def rolls(region: Region, out_shape: tuple[int, ...]) -> bool:
+    """Whether the window overlaps along the second-innermost axis (2-d and 3-d pooling) and the output
+    rows are long enough to fill a block: then each input row's reduction is shared by the output
+    rows whose windows hold it."""
+    kernel, stride, dilation = (region.extra[k] for k in ("kernel", "stride", "dilation"))
+    if len(kernel) < 2 or out_shape[-1] < ROLL_MIN_WIDTH:
+        return False
+    return stride[-2] < (kernel[-2] - 1) * dilation[-2] + 1
+
+
 def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     out_shape = tuple(region.anchor.shape)
+    if rolls(region, out_shape):
+        return rolling_pool_unit(name, region, graph, params)
     in_shape = tuple(graph.shape_of(region.extra["prologue_operand"]))
     dims = len(region.extra["kernel"])
     axes = AXES[-dims:]
@@ -140,6 +153,107 @@ def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
                            ", ".join(f"{k}={v}" for k, v in sizes.items()),
                            launch_opts=f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']}")
     return io.unit(name, kernel_src, launcher, {"BLOCK": p["BLOCK"], "num_warps": p["num_warps"]})
+
+
+def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+    """Pooling whose windows overlap along H, as separable row reductions rolled down the output rows.
+
+    One program computes ROWS consecutive output rows of one (n, c[, od]) plane, BLOCK_W columns wide.
+    The window's reduction along W (and along D in 3-d pooling) of each input row is computed once and
+    kept in registers while the output rows whose windows hold that row are finished: a row of the
+    window span stays for span - SH output rows. An output row then costs SH row reductions of KW
+    loads each, where the direct form makes KH * KW loads and their index arithmetic per output (at
+    stride 1 and a 4 x 4 window, 4 loads instead of 16). Max and sum are both separable, so the result
+    is the same reduction; the average's divisor is computed per axis as PyTorch's kernels do.
+    """
+    out_shape = tuple(region.anchor.shape)
+    in_shape = tuple(graph.shape_of(region.extra["prologue_operand"]))
+    dims = len(region.extra["kernel"])
+    kernel, stride, pad, dilation = (region.extra[k] for k in ("kernel", "stride", "pad", "dilation"))
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (t[-2:] for t in (kernel, stride, pad, dilation))
+    span = (kh - 1) * dh + 1
+    kept = span - sh  # rows a step hands on to the next output row
+    is_max = region.extra["mode"] == "max"
+    ow_n, oh_n = out_shape[-1], out_shape[-2]
+    block_w = min(512, next_pow2(ow_n))
+    p = {"BLOCK_W": block_w, "ROWS": min(16, oh_n), "num_warps": max(1, min(4, block_w // 128))}
+    p.update({k: v for k, v in params.items() if k in p})
+    io = FusedIO(region, graph)
+    fill = "float('-inf')" if is_max else "0.0"
+    load, x = io.load_input("offs", "valid", fill)
+    planes = math.prod(out_shape[:-2])  # (n, c) pairs, times the output depth in 3-d pooling
+    strips = -(-oh_n // p["ROWS"])
+    body = [f"ow = {program_id(0, io.wide)} * BLOCK_W + tl.arange(0, BLOCK_W)", "wmask = ow < OW",
+            f"job = {program_id(1, io.wide)}", "oh0 = (job % STRIPS) * ROWS", "plane = job // STRIPS",
+            "lanes = ow * 0"]  # row conditions as vectors: the interpreter cannot mask with scalar & vector
+    for k in range(kw):
+        body += [f"iw{k} = ow * {sw} - {pw} + {k * dw}", f"wv{k} = wmask & (iw{k} >= 0) & (iw{k} < W)"]
+    if dims == 3:  # (the row index before H, its validity) per depth offset of the window
+        kd, sd, pd_, dd = kernel[0], stride[0], pad[0], dilation[0]
+        body += ["od = plane % OD", "nc = plane // OD"]
+        depth_windows = []
+        for k in range(kd):
+            body += [f"id{k} = od * {sd} - {pd_} + {k * dd}", f"dv{k} = (lanes + id{k} >= 0) & (lanes + id{k} < D)"]
+            depth_windows.append((f"(nc * D + id{k})", f"dv{k}"))
+    else:
+        depth_windows = [("plane", "")]
+    combine = "tl.maximum({a}, {b})" if is_max else "{a} + {b}"
+
+    def row(target: str, ih: str) -> list[str]:
+        """Statements reducing input row `ih` over the window's W (and D) offsets into `target`."""
+        lines = [f"ih = {ih}", "hv = (lanes + ih >= 0) & (lanes + ih < H)", f"{target} = tl.full([BLOCK_W], {fill}, tl.float32)"]
+        for base, dvalid in depth_windows:
+            for k in range(kw):
+                lines += [f"offs = ({base} * H + ih) * W + iw{k}", f"valid = wv{k} & hv" + (f" & {dvalid}" if dvalid else "")]
+                lines += load
+                lines.append(f"{target} = " + combine.format(a=target, b=f"tl.where(valid, {x}, {fill})"))
+        return lines
+
+    for i in range(kept):
+        body += row(f"r{i}", f"oh0 * {sh} - {ph} + {i}")
+    step = ["oh = oh0 + t"]
+    for i in range(kept, span):
+        step += row(f"r{i}", f"oh * {sh} - {ph} + {i}")
+    acc = f"r{0}"
+    for j in range(1, kh):
+        acc = combine.format(a=acc, b=f"r{j * dh}")
+    step.append(f"acc = {acc}")
+    if not is_max:
+        step += _divisor_lines(region, dims, kernel, stride, pad)
+    step += ["omask = wmask & (lanes + oh < OH)", "o = (plane * OH + oh) * OW + ow"]
+    step += io.store_result("acc", "o", "omask")
+    step += [f"r{i} = r{i + sh}" for i in range(kept)]
+    body += ["for t in range(ROWS):"] + [f"    {ln}" for ln in step]
+    sizes = {a.upper(): n for a, n in zip(AXES[-dims:], in_shape[-dims:])}
+    sizes.update({"OD": out_shape[-3]} if dims == 3 else {})
+    sizes.update({"OH": oh_n, "OW": ow_n, "STRIPS": strips})
+    signature = ", ".join(f"{k}: tl.constexpr" for k in sizes)
+    doc = (f"{region.extra['mode']} pooling over {dims}-d windows {tuple(kernel)}: row reductions along W "
+           f"rolled down ROWS output rows, {kept} of every {span} window rows handed on.")
+    kernel_src = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, {signature}, BLOCK_W: tl.constexpr, "
+                  f"ROWS: tl.constexpr):\n    \"\"\"{doc}\"\"\"\n{indent(body, 4)}\n")
+    grid = f"(triton.cdiv({ow_n}, {p['BLOCK_W']}), {planes * strips})"
+    launcher = io.launcher(name, grid, ", ".join(f"{k}={v}" for k, v in sizes.items()),
+                           launch_opts=f"BLOCK_W={p['BLOCK_W']}, ROWS={p['ROWS']}, num_warps={p['num_warps']}")
+    return io.unit(name, kernel_src, launcher, p)
+
+
+def _divisor_lines(region: Region, dims: int, kernel: tuple[int, ...], stride: tuple[int, ...],
+                   pad: tuple[int, ...]) -> list[str]:
+    """Statements dividing `acc` by the average's divisor, per axis as PyTorch's kernels count it: the
+    window clipped to the padded input (count_include_pad), or to the input itself."""
+    override = region.extra.get("divisor_override")
+    if override:
+        return [f"acc = acc * {1.0 / override!r}"]
+    include = region.extra["count_include_pad"]
+    out_index = {"d": "od", "h": "oh", "w": "ow"}
+    lines, factors = [], []
+    for a, k, s, pd in zip(AXES[-dims:], kernel, stride, pad):
+        A, o = a.upper(), out_index[a]
+        lines += [f"s{a} = {o} * {s} - {pd}", f"e{a} = tl.minimum(s{a} + {k}, {A} + {pd})"]
+        factors.append(f"(e{a} - s{a})" if include else f"(tl.minimum(e{a}, {A}) - tl.maximum(s{a}, 0))")
+    # at least 1: the lanes past the output's end (masked at the store) would divide by zero
+    return lines + [f"acc = acc / tl.maximum({' * '.join(factors)}, 1).to(tl.float32)"]
 
 
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:

@@ -47,3 +47,31 @@ def test_uneven_adaptive_windows_decline():
     src = problem("class Model(nn.Module):\n    def forward(self, x):\n        return F.adaptive_avg_pool2d(x, (3, 4))\n",
                   "[torch.randn(1, 2, 7, 9)]")
     assert check(src, ["fused_pooling"]).applied == []
+
+
+# Windows that overlap along H over rows wide enough for a row block: the rolled form (each input row's
+# reduction along W shared by the output rows whose windows hold it). Heights and widths are odd, so the
+# last strip of rows and the last block of columns are partial.
+ROLLED = [("F.max_pool2d(x, 4, 1, 1)", "(2, 3, 37, 45)"), ("F.max_pool2d(torch.relu(x), 3, 2, 1)", "(2, 3, 40, 70)"),
+          ("F.avg_pool2d(x, 3, 2, 1)", "(2, 3, 41, 70)"),
+          ("F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)", "(2, 3, 41, 70)"),
+          ("F.max_pool2d(x, 3, 1, 1, dilation=2)", "(2, 3, 20, 40)"),
+          ("F.avg_pool2d(x, 3, 1, 1, divisor_override=5)", "(1, 2, 20, 40)"),
+          ("F.avg_pool3d(x, 3, 2, 1)", "(2, 3, 9, 11, 70)"),
+          ("F.max_pool3d(x, (2, 3, 2), stride=(1, 2, 1), padding=(1, 1, 0))", "(2, 3, 7, 9, 40)")]
+
+
+@pytest.mark.parametrize("call,shape", ROLLED)
+def test_overlapping_rows_roll(call, shape):
+    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n", f"[torch.randn{shape}]")
+    cand = check(src, ["fused_pooling", "kernel_fusion"])
+    assert cand.applied[0] == "fused_pooling"
+    assert "ROWS: tl.constexpr" in cand.source, "the rolled form"
+
+
+@pytest.mark.parametrize("call", ["F.max_pool2d(x, 2)", "F.max_pool2d(x, 3, 1, 1)"])
+def test_rows_that_do_not_share_windows_or_fill_a_block_stay_direct(call):
+    shape = "(1, 2, 12, 64)" if call.endswith("2)") else "(1, 2, 12, 11)"  # no overlap; rows too narrow
+    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n", f"[torch.randn{shape}]")
+    cand = check(src, ["fused_pooling"])
+    assert "ROWS: tl.constexpr" not in cand.source

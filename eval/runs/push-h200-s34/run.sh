@@ -1,0 +1,28 @@
+#!/bin/bash
+# #15, session 34: the rolled pooling form and the L2-resident rows (norms, softmax) on the GPU.
+# usage: bash eval/runs/push-h200-s34/run.sh PART [STOP_AFTER_S] [STATE.tgz]   (checkout root; .whl, .kb, .gpu carried)
+#   PART check: the GPU tests of the resident rows, development timings (.gpu/micro.py), memcheck (.gpu/sani.py)
+#   PART eval: `kskill eval` over the sample's problems the new forms reach, resumable from STATE.tgz
+R=$PWD; S=/tmp/push; mkdir -p $OUT/logs $S
+source $R/eval/runs/setup_gpu.sh
+if [ "$1" = check ]; then
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/gpu/test_resident_rows_gpu.py 2>&1 | tail -15
+  echo "tests done at ${SECONDS}s"
+  timeout 200 python3 .gpu/micro.py 2>&1 | tail -20
+  echo "micro done at ${SECONDS}s"
+  SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  timeout 200 $SAN --tool memcheck python3 .gpu/sani.py 2>&1 | tail -15
+  exit 0
+fi
+STOP=${2:-450}
+[ -n "$3" ] && [ ! -d $S/eval ] && tar xzf "$3" -C $S
+F=(level1/42_* level1/34_* level1/35_* level1/23_* level1/40_* level2/19_* level2/38_* level2/83_* level2/85_* level2/92_*
+   level1/46_*)
+ARGS=(); for f in "${F[@]}"; do ARGS+=(--filter "$f"); done
+if [ $SECONDS -lt $STOP ]; then
+  timeout -k 10 $((${LIMIT:-570} - SECONDS)) kskill eval run $R/.kb "${ARGS[@]}" --time-limit 60 --workers 1 --out $S/eval \
+    --resume --stop-after $((STOP - SECONDS)) >> $OUT/logs/push.txt 2>&1
+  echo "eval rc=$? at ${SECONDS}s: $(ls $S/eval/rows 2>/dev/null | wc -l) of ${#F[@]} rows"
+fi
+tail -30 $OUT/logs/push.txt
+tar czf $OUT/push.tgz --exclude='*.pt' --exclude=kh -C $S .
