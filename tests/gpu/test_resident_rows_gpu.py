@@ -1,6 +1,8 @@
 """Resident-rows kernels (templates/resident.py) on a real GPU: the fused form, with every program waiting
 at its row's barrier, runs (no deadlock) and matches the reference at fp32 1e-4."""
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -19,7 +21,16 @@ CASES = {  # module text, forward body, input shape
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_resident_rows_match_the_reference(case):
+def _module(source: str, path) -> dict:
+    """The namespace of a source written to `path` (Triton reads a kernel's source from its file)."""
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return vars(module)
+
+
+def test_resident_rows_match_the_reference(case, tmp_path):
     module, body, shape = CASES[case]
     init = f"        self.n = {module}\n" if module else ""
     src = (f"{HEADER}class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n{init}"
@@ -27,10 +38,7 @@ def test_resident_rows_match_the_reference(case):
            f"def get_inputs():\n    return [torch.randn{shape}]\n\ndef get_init_inputs():\n    return []\n")
     cand = build_candidate(src, ["fused_normalization", "online_softmax", "kernel_fusion"])
     assert "_resident_launch(" in cand.source, cand.notes
-    ns: dict = {}
-    exec(compile(cand.source, "<candidate>", "exec"), ns)
-    ref_ns: dict = {}
-    exec(compile(src, "<reference>", "exec"), ref_ns)
+    ns, ref_ns = _module(cand.source, tmp_path / "candidate.py"), _module(src, tmp_path / "reference.py")
     x = torch.randn(shape, device="cuda") * 3.0 + 1.0
     assert ns["_resident_launch"](x, 10_000, 8)[1] == 3, "the fused form with the barrier runs on this GPU"
     torch.manual_seed(0)

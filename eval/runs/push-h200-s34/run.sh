@@ -6,7 +6,8 @@
 R=$PWD; S=/tmp/push; mkdir -p $OUT/logs $S
 source $R/eval/runs/setup_gpu.sh
 if [ "$1" = check ]; then
-  timeout 150 python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/gpu/test_resident_rows_gpu.py 2>&1 | tail -15
+  (cd /tmp && timeout 150 python3 -P -m pytest -q -p no:cacheprovider -o addopts="" --rootdir /tmp \
+     $R/tests/gpu/test_resident_rows_gpu.py 2>&1 | tail -15)  # from /tmp: the checkout's kskill/ is not the package
   echo "tests done at ${SECONDS}s"
   timeout 200 python3 .gpu/micro.py 2>&1 | tail -20
   echo "micro done at ${SECONDS}s"
