@@ -158,7 +158,8 @@ def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
 def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     """Pooling whose windows overlap along H, as separable row reductions rolled down the output rows.
 
-    One program computes ROWS consecutive output rows of one (n, c[, od]) plane, BLOCK_W columns wide.
+    One program computes ROWS consecutive output rows of one (n, c[, od]) plane, BLOCK_W columns wide
+    (grid axis 0: plane and strip of rows, which can number more than axis 1's limit of 65535).
     The window's reduction along W (and along D in 3-d pooling) of each input row is computed once and
     kept in registers while the output rows whose windows hold that row are finished: a row of the
     window span stays for span - SH output rows. An output row then costs SH row reductions of KW
@@ -183,8 +184,8 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
     load, x = io.load_input("offs", "valid", fill)
     planes = math.prod(out_shape[:-2])  # (n, c) pairs, times the output depth in 3-d pooling
     strips = -(-oh_n // p["ROWS"])
-    body = [f"ow = {program_id(0, io.wide)} * BLOCK_W + tl.arange(0, BLOCK_W)", "wmask = ow < OW",
-            f"job = {program_id(1, io.wide)}", "oh0 = (job % STRIPS) * ROWS", "plane = job // STRIPS",
+    body = [f"ow = {program_id(1, io.wide)} * BLOCK_W + tl.arange(0, BLOCK_W)", "wmask = ow < OW",
+            f"job = {program_id(0, io.wide)}", "oh0 = (job % STRIPS) * ROWS", "plane = job // STRIPS",
             "lanes = ow * 0"]  # row conditions as vectors: the interpreter cannot mask with scalar & vector
     for k in range(kw):
         body += [f"iw{k} = ow * {sw} - {pw} + {k * dw}", f"wv{k} = wmask & (iw{k} >= 0) & (iw{k} < W)"]
@@ -232,7 +233,7 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
            f"rolled down ROWS output rows, {kept} of every {span} window rows handed on.")
     kernel_src = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, {signature}, BLOCK_W: tl.constexpr, "
                   f"ROWS: tl.constexpr):\n    \"\"\"{doc}\"\"\"\n{indent(body, 4)}\n")
-    grid = f"(triton.cdiv({ow_n}, {p['BLOCK_W']}), {planes * strips})"
+    grid = f"({planes * strips}, triton.cdiv({ow_n}, {p['BLOCK_W']}))"  # axis 0: no 65535 limit
     launcher = io.launcher(name, grid, ", ".join(f"{k}={v}" for k, v in sizes.items()),
                            launch_opts=f"BLOCK_W={p['BLOCK_W']}, ROWS={p['ROWS']}, num_warps={p['num_warps']}")
     return io.unit(name, kernel_src, launcher, p)

@@ -20,7 +20,6 @@ CASES = {  # module text, forward body, input shape
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
 def _module(source: str, path) -> dict:
     """The namespace of a source written to `path` (Triton reads a kernel's source from its file)."""
     path.write_text(source)
@@ -30,6 +29,7 @@ def _module(source: str, path) -> dict:
     return vars(module)
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_resident_rows_match_the_reference(case, tmp_path):
     module, body, shape = CASES[case]
     init = f"        self.n = {module}\n" if module else ""
