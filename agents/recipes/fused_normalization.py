@@ -29,9 +29,6 @@ from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, TILE_STATS, b
 from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.fused_io import FusedIO
-from kskill.agents.recipes.templates.resident import (
-    ARRIVE, RESIDENT_BLOCK, RESIDENT_WARPS, WAIT, item_loop, launch_lines, resident_split)
-from kskill.agents.recipes.templates.resident import SIZES as RESIDENT_SIZES
 from kskill.agents.recipes.templates.unit import KernelUnit
 
 def norm_region(node: Node, graph: Graph) -> Region | None:
@@ -133,8 +130,6 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     for key in ("weight", "bias"):
         if region.extra.get(key) is not None:
             io.add(region.extra[key])
-    if resident_split(r_) is not None and not params.get("SPLIT"):
-        return _resident_rows_unit(name, region, io, resident_split(r_))
     if p["SPLIT"] > 1 and r_ > p["BLOCK_R"]:
         return _split_rows_unit(name, region, io, p)
     pid = program_id(0, io.wide)
@@ -207,43 +202,6 @@ def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) 
     launcher = io.launcher(name, grid, consts, body_before=before, extra_args=["ws"],
                            launch_opts=f"num_warps={p['num_warps']}")
     return io.unit(name, kernel, launcher, {k: p[k] for k in ("BLOCK_R", "num_warps", "SPLIT")})
-
-
-def _resident_rows_unit(name: str, region: Region, io: FusedIO, split: int) -> KernelUnit:
-    """Long rows in L2-resident items (templates/resident.py): an item's Chan-merged (count, mean, M2),
-    the row's barrier, the row's partials merged in one vector step, then the item normalised from L2."""
-    p_, r_, _ = region.extra["view"]
-    chunk = split_chunk(r_, split, RESIDENT_BLOCK)
-    tiles = ["for start in range(s * CHUNK, tl.minimum(s * CHUNK + CHUNK, R), BLOCK_R):",
-             "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
-    load, x = io.load_input("offs", "mask")
-    stats = ["count = 0.0", "mean = 0.0", "m2 = 0.0"] + tiles
-    stats += ["    " + ln for ln in load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + CHAN_MERGE]
-    stats += [f"tl.store(ws_ptr + (row * SPLIT + s) * 3 + {k}, {v})" for k, v in enumerate(("count", "mean", "m2"))]
-    stats += ARRIVE
-    load, x = io.load_input("offs", "mask")
-    apply = WAIT + ["ks = tl.arange(0, SPLIT_P2)", "kmask = ks < SPLIT"]
-    apply += [f"{v} = tl.load(ws_ptr + (row * SPLIT + ks) * 3 + {i}, mask=kmask, other=0.0, cache_modifier='.cg')"
-              for i, v in enumerate(("n_k", "mean_k", "m2_k"))]
-    apply += ["mean = tl.sum(n_k * mean_k, axis=0) / R",
-              "m2 = tl.sum(m2_k + n_k * (mean_k - mean) * (mean_k - mean), axis=0)",
-              f"rstd = tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + tiles
-    apply += ["    " + ln for ln in load] + [f"    y = ({x} - mean) * rstd"]
-    apply += ["    " + ln for ln in _affine(io, region, "y") + io.store_result("y", "offs", "mask")]
-    body = item_loop(io.wide) + ["    if PHASES != 2:"] + ["        " + ln for ln in stats]
-    body += ["    if PHASES != 1:"] + ["        " + ln for ln in apply]
-    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'cnt_ptr'])}, R: tl.constexpr, "
-              f"{RESIDENT_SIZES}, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr):\n"
-              f'    """{region.anchor.op}: rows in L2-resident items; partial statistics, the row\'s barrier, '
-              f'the item normalised."""\n{indent(body, 4)}\n')
-    names = io.operand_names()
-    consts = (f"R={r_}, ITEMS={p_ * split}, SPLIT={split}, CHUNK={chunk}, SPLIT_P2={next_pow2(split)}, "
-              f"BLOCK_R={RESIDENT_BLOCK}, num_warps={RESIDENT_WARPS}")
-    outs = ", ".join(f"out{i}" for i in range(len(io.outputs())))
-    before = launch_lines(name, names[0], p_, split, 3, f"{', '.join(names)}, ws, cnt, {outs}, {consts}")
-    launcher = io.launcher(name, "(programs,)", consts, before_launch=before, extra_args=["ws", "cnt"],
-                           launch_opts="PHASES=phases")
-    return io.unit(name, kernel, launcher, {"BLOCK_R": RESIDENT_BLOCK, "num_warps": RESIDENT_WARPS, "SPLIT": split})
 
 
 def lower_rows(name: str, region: Region, how: Lowering) -> KernelUnit:

@@ -15,11 +15,8 @@ from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Graph, Node
 from kskill.agents.recipes.matching import first_operand, is_float, normalise_dims, prq
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
-from kskill.agents.recipes.templates.resident import (
-    ARRIVE, RESIDENT_BLOCK, RESIDENT_WARPS, WAIT, item_loop, launch_lines, resident_split)
-from kskill.agents.recipes.templates.resident import SIZES as RESIDENT_SIZES
 from kskill.agents.recipes.templates.unit import KernelUnit
 
 MAX_PERSISTENT = 8192
@@ -39,20 +36,12 @@ def _out(log: bool, x: str, m: str, s: str) -> str:
     return f"({x} - {m}) - tl.log({s})" if log else f"tl.exp({x} - {m}) / {s}"
 
 
-# One tile folded into each lane's running max m and normaliser l.
-ONLINE_STEP = ["m_new = tl.maximum(m, x)",
-               "l = l * tl.exp(tl.where(m_new == float('-inf'), 0.0, m - m_new)) + tl.where(mask, tl.exp(x - m_new), 0.0)",
-               "m = m_new"]
-
-
 def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     p_, r_, q_ = region.extra["view"]
     log = region.extra["log"]
     p = {**default_params(region.extra["view"]), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps")}}
     io = FusedIO(region, graph)
     pid = program_id(0, io.wide)
-    if q_ == 1 and resident_split(r_) is not None and not params.get("BLOCK_R"):
-        return _resident_softmax_unit(name, region, io, resident_split(r_))
     if q_ == 1 and r_ <= p["BLOCK_R"]:
         load, x = io.load_input("offs", "mask", "float('-inf')")
         body = [f"row = {pid}", "cols = tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"] + load + [
@@ -69,7 +58,9 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
                 "for start in range(0, R, BLOCK_R):",
                 "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
         body += ["    " + ln for ln in load1] + [
-            f"    x = tl.where(mask, {x1}, float('-inf'))"] + ["    " + ln for ln in ONLINE_STEP] + [
+            f"    x = tl.where(mask, {x1}, float('-inf'))", "    m_new = tl.maximum(m, x)",
+            "    l = l * tl.exp(tl.where(m_new == float('-inf'), 0.0, m - m_new)) + tl.where(mask, tl.exp(x - m_new), 0.0)",
+            "    m = m_new",
             "big = tl.max(m, axis=0)", "s = tl.sum(l * tl.exp(m - big), axis=0)",
             "for start in range(0, R, BLOCK_R):",
             "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
@@ -94,43 +85,6 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
     launcher = io.launcher(name, grid, f"R={r_}, Q={q_}",
                            launch_opts=f"BLOCK_R={p['BLOCK_R']}, BLOCK_Q={block_q}, num_warps={p['num_warps']}")
     return io.unit(name, kernel, launcher, {"BLOCK_R": p["BLOCK_R"], "BLOCK_Q": block_q, "num_warps": p["num_warps"]})
-
-def _resident_softmax_unit(name: str, region: Region, io: FusedIO, split: int) -> KernelUnit:
-    """Long rows in L2-resident items (templates/resident.py): an item's running max and normaliser,
-    the row's barrier, the row's partials merged, then the item written from L2."""
-    p_, r_, _ = region.extra["view"]
-    log = region.extra["log"]
-    tiles = ["for start in range(s * CHUNK, tl.minimum(s * CHUNK + CHUNK, R), BLOCK_R):",
-             "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
-    load, x = io.load_input("offs", "mask", "float('-inf')")
-    stats = ["m = tl.full([BLOCK_R], float('-inf'), tl.float32)", "l = tl.zeros([BLOCK_R], tl.float32)"] + tiles
-    stats += ["    " + ln for ln in load + [f"x = tl.where(mask, {x}, float('-inf'))"] + ONLINE_STEP]
-    stats += ["big = tl.max(m, axis=0)", "l = tl.sum(l * tl.exp(tl.where(m == float('-inf'), float('-inf'), m - big)), axis=0)",
-              "tl.store(ws_ptr + (row * SPLIT + s) * 2, big)", "tl.store(ws_ptr + (row * SPLIT + s) * 2 + 1, l)"] + ARRIVE
-    load, x = io.load_input("offs", "mask", "float('-inf')")
-    apply = WAIT + ["ks = tl.arange(0, SPLIT_P2)", "kmask = ks < SPLIT",
-                    "m_k = tl.load(ws_ptr + (row * SPLIT + ks) * 2, mask=kmask, other=float('-inf'), cache_modifier='.cg')",
-                    "l_k = tl.load(ws_ptr + (row * SPLIT + ks) * 2 + 1, mask=kmask, other=0.0, cache_modifier='.cg')",
-                    "big = tl.max(m_k, axis=0)",
-                    "s_all = tl.sum(tl.where(m_k == float('-inf'), 0.0, l_k * tl.exp(m_k - big)), axis=0)"] + tiles
-    apply += ["    " + ln for ln in load] + [f"    y = {_out(log, x, 'big', 's_all')}"]
-    apply += ["    " + ln for ln in io.store_result("y", "offs", "mask")]
-    body = item_loop(io.wide) + ["    if PHASES != 2:"] + ["        " + ln for ln in stats]
-    body += ["    if PHASES != 1:"] + ["        " + ln for ln in apply]
-    kind = "log_softmax" if log else "softmax"
-    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'cnt_ptr'])}, R: tl.constexpr, "
-              f"{RESIDENT_SIZES}, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr):\n"
-              f'    """{kind}: rows in L2-resident items; running max and normaliser, the row\'s barrier, the item '
-              f'written."""\n{indent(body, 4)}\n')
-    names = io.operand_names()
-    consts = (f"R={r_}, ITEMS={p_ * split}, SPLIT={split}, CHUNK={split_chunk(r_, split, RESIDENT_BLOCK)}, "
-              f"SPLIT_P2={next_pow2(split)}, BLOCK_R={RESIDENT_BLOCK}, num_warps={RESIDENT_WARPS}")
-    outs = ", ".join(f"out{i}" for i in range(len(io.outputs())))
-    before = launch_lines(name, names[0], p_, split, 2, f"{', '.join(names)}, ws, cnt, {outs}, {consts}")
-    launcher = io.launcher(name, "(programs,)", consts, before_launch=before, extra_args=["ws", "cnt"],
-                           launch_opts="PHASES=phases")
-    return io.unit(name, kernel, launcher, {"BLOCK_R": RESIDENT_BLOCK, "num_warps": RESIDENT_WARPS, "SPLIT": split})
-
 
 def softmax_region(node: Node, graph: Graph) -> Region | None:
     if node.op not in ("softmax", "log_softmax") or not is_float(node) or node.attrs.get("dtype"):

@@ -130,19 +130,3 @@ def test_conv_batch_norm_in_half_precision_within_its_tolerance(dtype):
         f"[torch.randn(2, 3, 6, 5, dtype={dtype})]")
     cand = check(src, ["fused_normalization", "kernel_fusion"])
     assert "self.conv(" not in cand.source.split("class ModelNew")[1]
-
-
-# Rows longer than one resident item (templates/resident.py): split into items whose second read comes
-# from L2 on a GPU; under the interpreter the same kernel runs as a statistics and a normalising launch.
-RESIDENT = [("nn.InstanceNorm2d(3, affine=True)", "(2, 3, 190, 200)"), ("nn.GroupNorm(2, 4)", "(2, 4, 130, 130)"),
-            ("nn.LayerNorm((3, 150, 160))", "(2, 3, 150, 160)")]
-
-
-@pytest.mark.parametrize("module,shape", RESIDENT)
-def test_long_rows_in_resident_items(module, shape):
-    src = problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                  f"        self.n = {module}\n    def forward(self, x):\n        return torch.relu(self.n(x) + 1.0)\n",
-                  f"[torch.randn{shape} * 3.0 + 2.0]")
-    cand = check(src, ["fused_normalization", "kernel_fusion"])
-    assert "_resident_launch(" in cand.source and "sem='acquire'" in cand.source
-    assert cand.source.count("@triton.jit") == 1, "the ReLU is the normalising pass's epilogue"

@@ -27,8 +27,6 @@ CASES = {
     "split_group_norm": (["split_normalization", "kernel_fusion"], "torch.relu(self.gn(x))",
                          ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
     "softmax": (["online_softmax"], "torch.softmax(x, dim=-1)", ["(BIG // 2048, 2048)"]),
-    "softmax_resident": (["online_softmax"], "torch.softmax(x, dim=-1)", ["(BIG // 65536 + 1, 65536)"]),
-    "group_norm_resident": (["fused_normalization"], "self.gn(x)", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
     "layer_norm": (["fused_normalization"], "self.norm(x)", ["(BIG // 2048, 2048)"]),
     "batch_norm": (["fused_normalization"], "self.bn(x)", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
     "scan": (["fused_scan"], "torch.cumsum(x, dim=1)", ["(BIG // 8192, 8192)"]),

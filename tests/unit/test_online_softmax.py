@@ -46,12 +46,3 @@ def test_a_permute_is_not_seen_through():
                   "[torch.randn(2, 5, 7)]")
     cand = check(src, ["online_softmax", "kernel_fusion"])
     assert cand.source.count("_kernel[") == 2, cand.source
-
-
-@pytest.mark.parametrize("call,shape", [("torch.softmax(x * 2.0, dim=1)", "(3, 70001)"),
-                                        ("F.log_softmax(x, dim=-1)", "(2, 3, 40000)")])
-def test_long_rows_in_resident_items(call, shape):
-    """Rows longer than one resident item (templates/resident.py), items of a row merged by their partials."""
-    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n", f"[torch.randn{shape} * 4.0]")
-    cand = check(src, ["online_softmax", "kernel_fusion"])
-    assert "_resident_launch(" in cand.source and "l_k * tl.exp(m_k - big)" in cand.source

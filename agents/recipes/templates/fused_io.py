@@ -121,9 +121,8 @@ class FusedIO:
         return ", ".join([self.ptrs[operand_key(o)] for o in self.operands] + list(extra) + outs)
 
     def launcher(self, name: str, grid: str, sizes: str, body_before: list[str] = (),
-                 extra_args: list[str] = (), launch_opts: str = "", before_launch: list[str] = ()) -> str:
-        """def name(operands): contiguous inputs, allocate outputs, launch, return outputs; `body_before`
-        runs before the outputs are allocated, `before_launch` after."""
+                 extra_args: list[str] = (), launch_opts: str = "") -> str:
+        """def name(operands): contiguous inputs, allocate outputs, launch, return outputs."""
         params = self.operand_names()
         src = [f"def {name}({', '.join(arg_name(o) for o in self.launcher_inputs())}):"]
         adopted = self.region.extra.get("adopted")
@@ -141,7 +140,6 @@ class FusedIO:
         like = params[0]
         for i, node in enumerate(self.outputs()):
             src.append(f"    out{i} = {alloc(tuple(node.shape or ()), node.dtype, like)}")
-        src += [f"    {line}" for line in before_launch]
         outs = [f"out{i}" for i in range(len(self.outputs()))]
         args = params + list(extra_args) + outs
         opts = ", ".join(x for x in (sizes, launch_opts) if x)
