@@ -8,7 +8,7 @@ import pytest
 
 from kskill.graph_schema.skillbase import read_builtin
 from kskill.ingest.claims import Claim, EntityRef, Span
-from kskill.ingest.extract_rules import RuleExtractor, RuleSettings, _stated, item_label
+from kskill.ingest.extract_rules import RuleExtractor, RuleSettings, _stated, far_by_meaning, item_label
 from kskill.ingest.linking import EntityLinker, PassageLinks
 from kskill.ingest.loaders import load_document
 from kskill.ingest.passages import is_statement
@@ -196,3 +196,16 @@ def test_a_list_items_label_names_the_technique_of_its_sentences(extractor):
                             lexicon.mentions(label))
     assert _stated([claim], view(item_label(text, text.index("The math")))) == [claim]
     assert _stated([claim], view("")) == []
+
+
+def test_a_claim_far_by_meaning_from_its_node_is_dropped():
+    def claim(relation: str, similarity: float | None, node: str = "software_pipelining") -> Claim:
+        signals = () if similarity is None else (("sentence_similarity", similarity),)
+        obj = EntityRef("Technique", node) if relation == "ADDRESSED_BY" else None
+        subject = EntityRef("Bottleneck", "memory_latency") if relation == "ADDRESSED_BY" else EntityRef("Technique", node)
+        return Claim(subject, relation, obj, 0.7, Span("q", "l"), "rules", signals=signals)
+
+    assert far_by_meaning(claim("SUPPORTS", 0.1)) and far_by_meaning(claim("ADDRESSED_BY", 0.2))
+    assert not far_by_meaning(claim("SUPPORTS", 0.4))
+    assert not far_by_meaning(claim("SUPPORTS", None)) and not far_by_meaning(claim("SUPPORTS", 0.0))  # not read
+    assert not far_by_meaning(claim("SUPPORTS", 0.1, node=""))  # a proposal has no text of its own to compare
