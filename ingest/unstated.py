@@ -118,7 +118,8 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     nodes = [claim.subject.id] + ([claim.object.id] if isinstance(claim.object, EntityRef) else [])
     if any(n in OTHER_SENSES and OTHER_SENSES[n].search(f"{heading} {text}") for n in nodes):
         return "another sense of the node's name"
-    if claim.subject.kind == "ProtocolStep" and claim.subject.id and not _about_measuring(text, spans.get(claim.subject.id), heading):
+    step = claim.subject
+    if step.kind == "ProtocolStep" and step.id and not _about_measuring(text, spans.get(step.id), heading):
         return "no measurement in the sentence or its section"
     if claim.relation == "SUPPORTS" and claim.subject.id:
         return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))

@@ -201,9 +201,11 @@ def test_a_list_items_label_names_the_technique_of_its_sentences(extractor):
 def test_a_claim_far_by_meaning_from_its_node_is_dropped():
     def claim(relation: str, similarity: float | None, node: str = "software_pipelining") -> Claim:
         signals = () if similarity is None else (("sentence_similarity", similarity),)
-        obj = EntityRef("Technique", node) if relation == "ADDRESSED_BY" else None
-        subject = EntityRef("Bottleneck", "memory_latency") if relation == "ADDRESSED_BY" else EntityRef("Technique", node)
-        return Claim(subject, relation, obj, 0.7, Span("q", "l"), "rules", signals=signals)
+        technique = EntityRef("Technique", node)
+        if relation == "ADDRESSED_BY":
+            return Claim(EntityRef("Bottleneck", "memory_latency"), relation, technique, 0.7, Span("q", "l"), "rules",
+                         signals=signals)
+        return Claim(technique, relation, None, 0.7, Span("q", "l"), "rules", signals=signals)
 
     assert far_by_meaning(claim("SUPPORTS", 0.1)) and far_by_meaning(claim("ADDRESSED_BY", 0.2))
     assert not far_by_meaning(claim("SUPPORTS", 0.4))
