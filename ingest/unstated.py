@@ -16,6 +16,8 @@ say. Each was a class of error a person found when judging extracted items on th
   ("kernels need to be built"), or from the technique's own name ("flash-attention" names attention);
 - a detection threshold read from a result ("achieving over 99% fetch efficiency");
 - a name in another of its senses (lexicon.OTHER_SENSES: "pipeline parallelism" is no software pipelining);
+- evidence for a protocol step read from a sentence and section that speak of no measurement, timing or
+  correctness check ("TmaAsync interleaving is limited to a single-CTA pipeline" is no interleaved timing);
 - a proposal whose name is an identifier, joins two things, or is a training method.
 Each test reads only the sentence, its headings and where it names the claim's nodes: none knows a document.
 """
@@ -28,7 +30,7 @@ from kskill.graph_schema.model import Condition
 
 from .claims import Claim, EntityRef
 from .lexicon import OTHER_SENSES, Mention
-from .relations import AVOIDING, CAUSE, PURPOSE, REMEDY, WHEN_TO_APPLY
+from .relations import AVOIDING, CAUSE, MEASURE, MEASURE_HEADING, PURPOSE, REMEDY, TIMING, WHEN_TO_APPLY
 from .statement import in_brackets
 
 POINTS_ELSEWHERE = re.compile(
@@ -94,6 +96,8 @@ MEANS = re.compile(r"\bby (?:reduc\w+|lower\w+|avoid\w+|eliminat\w+|minimi[sz]\w
 # "when CUDA graph is enabled, we support ...": the technique is a condition of the sentence, not its remedy
 CONDITION_BEFORE = re.compile(r"\b(?:when|if|while|once)\s+(?:\w+\s+){0,3}$", re.I)
 CONDITION_AFTER = re.compile(r"^\s+(?:is|are)\s+(?:enabled|used|on|active|applied|set|turned on)\b", re.I)
+# What a protocol step's sentence or section must speak of besides timing: checking results
+CHECKING = re.compile(r"\b(?:correct\w*|verif\w+|validat\w+|toleran\w+|accura\w+)\b", re.I)
 
 
 def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozenset[str] = frozenset(),
@@ -114,6 +118,9 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     nodes = [claim.subject.id] + ([claim.object.id] if isinstance(claim.object, EntityRef) else [])
     if any(n in OTHER_SENSES and OTHER_SENSES[n].search(f"{heading} {text}") for n in nodes):
         return "another sense of the node's name"
+    step = claim.subject
+    if step.kind == "ProtocolStep" and step.id and not _about_measuring(text, spans.get(step.id), heading):
+        return "no measurement in the sentence or its section"
     if claim.relation == "SUPPORTS" and claim.subject.id:
         return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))
     if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
@@ -123,6 +130,14 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     if claim.relation == "DETECTED_BY" and RESULT.search(text):
         return "a result, not a threshold"
     return ""
+
+
+def _about_measuring(text: str, mention: Mention | None, heading: str) -> bool:
+    """The sentence (outside the step's own name: "interleaving" alone is no timing) or its heading path speaks of
+    measuring, timing or checking results."""
+    rest = text if mention is None else text[:mention.start] + " " + text[mention.end:]
+    return any(p.search(rest) for p in (MEASURE, TIMING, CHECKING)) or any(
+        p.search(heading) for p in (MEASURE, MEASURE_HEADING, CHECKING))
 
 
 def is_code(text: str) -> bool:

@@ -119,3 +119,13 @@ def test_proposals_that_name_no_one_new_thing():
 def test_inline_formulas_are_prose_and_statements_of_code_are_code():
     assert not is_code("When $h_q s_q \\ge 128$, the kernel is compute-bound; otherwise, it's memory-bound.")
     assert is_code("B_BASE += BLOCK_SIZE_K * stride_bk")
+
+
+def test_evidence_for_a_protocol_step_needs_something_measured(lexicon):
+    step = evidence("measure_interleaved", "ProtocolStep")
+    barriers = "TmaAsync interleaving is limited to a single-CTA pipeline."
+    timing = "Interleave the reference and candidate runs, so that clock drift affects both timings alike."
+    assert reason(lexicon, step, barriers, heading="Pipelines > Interleaved barriers") == \
+        "no measurement in the sentence or its section"
+    assert reason(lexicon, step, timing) == ""
+    assert reason(lexicon, step, barriers, heading="Benchmarking methodology") == ""  # the section measures
