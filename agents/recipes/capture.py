@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import operator
 import types
 from dataclasses import dataclass
@@ -149,13 +150,114 @@ def _captured(source: str) -> Graph | CaptureError:
         return exc
 
 
-def trace(model: nn.Module) -> torch.fx.GraphModule:
+def trace(model: nn.Module, inputs: list[Any] | None = None) -> torch.fx.GraphModule:
     """torch.fx.symbolic_trace, with buffers read as graph values like parameters: a buffer indexed in
-    forward (self.table[1]) stays an op on the buffer, not a constant the trace folds and names."""
-    tracer = torch.fx.Tracer()
+    forward (self.table[1]) stays an op on the buffer, not a constant the trace folds and names. With
+    `inputs`, the trace knows their values (ShapeTracer) and takes Python branches over sizes."""
+    tracer = torch.fx.Tracer() if inputs is None else ShapeTracer(inputs)
     tracer.proxy_buffer_attributes = True
-    graph = tracer.trace(model)
+    concrete = None
+    if inputs is not None:  # forward's parameters past the inputs given keep their defaults (`mask=None`)
+        params = list(inspect.signature(model.forward).parameters.values())[len(inputs):]
+        concrete = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty} or None
+    graph = tracer.trace(model, concrete_args=concrete)
     return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
+_UNKNOWN = object()
+
+
+class ShapeProxy(torch.fx.Proxy):
+    """A traced value that can stand where Python needs a number: `range(seq_len)`, `int(h)`."""
+
+    def __index__(self) -> int:
+        return int(self.tracer.static_value(self))
+
+    def __int__(self) -> int:
+        return int(self.tracer.static_value(self))
+
+    def __len__(self) -> int:
+        return len(self.tracer.value_of(self))
+
+
+class ShapeTracer(torch.fx.Tracer):
+    """torch.fx's tracer that also computes every traced value from the example inputs as it goes (on
+    the device they live on: meta, so nothing is allocated), so Python control flow over sizes takes the
+    branch these inputs take: `if H % window:`, `for t in range(x.size(0))` (unrolled), `B, L, C =
+    x.shape`. The graph is specialised to the problem's shapes, as every candidate is. Used when the
+    plain trace cannot follow such control flow; a branch on a tensor's data, or on a value it could not
+    compute, still fails."""
+
+    def __init__(self, inputs: list[Any]) -> None:
+        super().__init__()
+        self.inputs = list(inputs)
+        self.values: dict[torch.fx.Node, Any] = {}
+        self.placeholders = 0
+        self.evaluating = False  # a leaf module's value being computed: its own calls are not traced
+
+    def call_module(self, m: nn.Module, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.evaluating:
+            return forward(*args, **kwargs)
+        return super().call_module(m, forward, args, kwargs)
+
+    def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
+        if self.evaluating:  # the module's own weights, not graph values
+            return attr_val
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+    def proxy(self, node: torch.fx.Node) -> torch.fx.Proxy:
+        return ShapeProxy(node, self)
+
+    def value_of(self, proxy: torch.fx.Proxy) -> Any:
+        value = self.values.get(proxy.node, _UNKNOWN)
+        if value is _UNKNOWN:
+            raise torch.fx.proxy.TraceError(f"the value of {proxy.node.name} could not be computed while tracing")
+        return value
+
+    def static_value(self, proxy: torch.fx.Proxy) -> Any:
+        """The value of a size, a device or another Python value; a tensor's contents are data, which
+        other inputs would change, so a branch on them is refused."""
+        value = self.value_of(proxy)
+        if isinstance(value, torch.Tensor):
+            raise torch.fx.proxy.TraceError(f"control flow over the data of {proxy.node.name}, not its size")
+        return value
+
+    def to_bool(self, obj: torch.fx.Proxy) -> bool:
+        return bool(self.static_value(obj))
+
+    def iter(self, obj: torch.fx.Proxy) -> Any:
+        return iter(obj[i] for i in range(len(self.value_of(obj))))
+
+    def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
+        proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
+        try:
+            self.values[proxy.node] = self._evaluate(kind, target, args, kwargs)
+        except Exception:  # an op the device cannot run: fine unless control flow asks for its value
+            self.values[proxy.node] = _UNKNOWN
+        return proxy
+
+    def _evaluate(self, kind: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        def value(a: Any) -> Any:
+            return torch.fx.node.map_aggregate(a, lambda v: self.value_of(v) if isinstance(v, torch.fx.Proxy) else v)
+
+        args, kwargs = value(args), value(kwargs)
+        if kind == "placeholder":  # an input, or a parameter's default (`mask=None`) past the inputs given
+            self.placeholders += 1
+            return self.inputs[self.placeholders - 1] if self.placeholders <= len(self.inputs) else (args or (None,))[0]
+        if kind == "get_attr":  # a parameter or buffer (the trace's own attribute lookups are patched)
+            tensors = dict(self.root.named_parameters()) | dict(self.root.named_buffers())
+            return tensors[target] if target in tensors else _UNKNOWN
+        if kind == "call_function":
+            return target(*args, **kwargs)
+        if kind == "call_method":
+            return getattr(args[0], target)(*args[1:], **kwargs)
+        if kind == "call_module":
+            self.evaluating = True
+            try:
+                return self.root.get_submodule(target)(*args, **kwargs)
+            finally:
+                self.evaluating = False
+        return _UNKNOWN
 
 
 def _capture(source: str) -> Graph:
@@ -163,7 +265,10 @@ def _capture(source: str) -> Graph:
     for device in ("meta", "cpu"):
         try:
             problem = load_problem(source, device)
-            traced = trace(problem.model)
+            try:
+                traced = trace(problem.model)
+            except (torch.fx.proxy.TraceError, TypeError):  # control flow over sizes: follow these inputs'
+                traced = trace(problem.model, problem.inputs)
             _MetaRecorder(traced).run(*problem.inputs)
             break
         except CaptureError:
@@ -269,8 +374,8 @@ def _call_text(callee: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
 def _canonical(fx_node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any],
                model: nn.Module) -> Node:
     name = fx_node.name
-    if fx_node.op == "placeholder":
-        return Node(name, "input", code=name)
+    if fx_node.op == "placeholder":  # a default (`mask=None`) is kept for the generated forward's signature
+        return Node(name, "input", attrs={"default": args[0]} if args else {}, code=name)
     if fx_node.op == "call_module":
         module = model.get_submodule(fx_node.target)
         op = _MODULE_OPS.get(type(module), "call")

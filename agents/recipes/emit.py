@@ -156,6 +156,8 @@ def _bind_indexed(body: list[str], modules: set[str]) -> tuple[list[str], list[s
 
 def _model_class(graph: Graph, plan: ForwardPlan) -> str:
     args = ", ".join(n.name for n in graph.inputs())
+    params = ", ".join(f"{n.name}={operand_code(n.attrs['default'])}" if "default" in n.attrs else n.name
+                       for n in graph.inputs())
     body = shape_checks(graph) + plan.lines + [f"return {operand_code(graph.output)}"]
     body, bind = _bind_indexed(body, _module_codes(graph))
     forward_body = "\n".join("        " + line for line in body)
@@ -163,13 +165,13 @@ def _model_class(graph: Graph, plan: ForwardPlan) -> str:
             '    """The reference module with its forward rewritten by the applied techniques."""', ""]
     if plan.cuda_graph:
         first = graph.inputs()[0].name if graph.inputs() else None
-        text += [f"    def forward(self, {args}):",
+        text += [f"    def forward(self, {params}):",
                  f"        if not {first}.is_cuda:",
                  f"            return self._forward({args})",
                  f"        return self._replay({args})",
                  "", f"    def _forward(self, {args}):"]
     else:
-        text.append(f"    def forward(self, {args}):")
+        text.append(f"    def forward(self, {params}):")
     text.append(forward_body)
     text += bind
     if plan.cuda_graph:

@@ -1,0 +1,54 @@
+"""Capturing references whose forward branches or loops over sizes: the trace follows the branch the
+problem's inputs take (agents/recipes/capture.py, ShapeTracer), so the recipes can work on them."""
+
+import pytest
+from recipe_support import check, problem
+
+from kskill.agents.recipes.capture import capture
+from kskill.agents.recipes.errors import CaptureError
+
+LOOP = ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.cell = nn.Linear(6, 4)\n"
+        "    def forward(self, x, h):\n"
+        "        steps, batch, _ = x.size()\n"
+        "        outs = []\n"
+        "        for t in range(steps):\n"
+        "            h = torch.tanh(self.cell(torch.cat((x[t], h), dim=1)))\n"
+        "            outs.append(h * 2.0)\n"
+        "        return torch.stack(outs, dim=0)\n")
+
+BRANCH = ("class Model(nn.Module):\n"
+          "    def forward(self, x, mask=None):\n"
+          "        b, l, c = x.shape\n"
+          "        if l % 2 == 1:\n"
+          "            x = x[:, :l - 1]\n"
+          "        if mask is not None:\n"
+          "            x = x * mask\n"
+          "        if int(l) > 100:\n"
+          "            return x\n"
+          "        return torch.relu(x) + 1.0\n")
+
+
+def test_a_time_loop_over_a_size_is_unrolled():
+    src = problem(LOOP, "[torch.randn(5, 3, 2), torch.randn(3, 4)]")
+    graph = capture(src)
+    assert sum(n.op == "tanh" for n in graph.nodes) == 5, "one step per time step of these inputs"
+    cand = check(src, ["kernel_fusion", "gemm_epilogue_fusion"])
+    assert cand.applied
+
+
+def test_branches_over_sizes_and_a_default_argument_follow_these_inputs():
+    src = problem(BRANCH, "[torch.randn(2, 7, 3)]")
+    graph = capture(src)
+    assert [n.attrs.get("default", "none") for n in graph.inputs()][1] is None
+    assert not any(n.op == "mul" for n in graph.nodes if n.op != "input"), "mask is None: its branch is not taken"
+    cand = check(src, ["kernel_fusion"])
+    assert cand.applied == ["kernel_fusion"]
+    assert "=None)" in cand.source.split("class ModelNew")[1].split("\n")[3], "the default stays in the signature"
+
+
+def test_a_branch_on_a_value_the_trace_cannot_compute_is_still_a_capture_error():
+    src = problem("class Model(nn.Module):\n    def forward(self, x):\n"
+                  "        if x.sum() > 0:\n            return x\n        return -x\n", "[torch.randn(4)]")
+    with pytest.raises(CaptureError):
+        capture(src)
