@@ -3,7 +3,8 @@
 # and softmax that measured slower than the forms it was to replace and was taken out: NOTES.md).
 # usage: bash eval/runs/push-h200-s34/run.sh PART [STOP_AFTER_S] [STATE.tgz]   (checkout root; .whl, .kb, .gpu carried)
 #   PART check: development timings (.gpu/micro.py), memcheck (.gpu/sani.py)
-#   PART eval: `kskill eval` over the problems the rolled form reaches (one in the 60-problem sample), resumable from STATE.tgz
+#   PART eval: `kskill eval` over the problems the rolled pooling reaches and those that could not be captured before
+#   (branches over sizes), sample rows first; resumable from STATE.tgz
 R=$PWD; S=/tmp/push; mkdir -p $OUT/logs $S
 source $R/eval/runs/setup_gpu.sh
 if [ "$1" = check ]; then
@@ -15,7 +16,7 @@ if [ "$1" = check ]; then
 fi
 STOP=${2:-450}
 [ -n "$3" ] && [ ! -d $S/eval ] && tar xzf "$3" -C $S
-F=(level1/42_* level1/46_* level3/26_* level3/9_*)
+F=(level1/42_* level3/29_* level3/26_* level3/9_* level1/46_* level3/34_* level3/30_* level3/46_* level3/47_*)
 ARGS=(); for f in "${F[@]}"; do ARGS+=(--filter "$f"); done
 if [ $SECONDS -lt $STOP ]; then
   timeout -k 10 $((${LIMIT:-570} - SECONDS)) kskill eval run $R/.kb "${ARGS[@]}" --time-limit 60 --workers 1 --out $S/eval \
