@@ -328,7 +328,7 @@ def _to_graph(traced: torch.fx.GraphModule, model: nn.Module) -> Graph:
                 value, dtype = scalar
                 device = f", device={first_input}.device" if first_input else ""
                 node = Node(fx_node.name, "tensor", (value,), {"dtype": dtype},
-                            code=f"torch.tensor({operand_code(value)}, dtype={dtype}{device})")
+                            code=f"torch.full((), {operand_code(value)}, dtype={dtype}{device})")
                 node.shape, node.dtype = (), dtype
                 nodes.append(node)
                 made.add(fx_node.name)
@@ -401,6 +401,10 @@ def _canonical(fx_node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, 
     if qualified.startswith("torch._C._nn."):
         qualified = "torch.nn.functional." + qualified.rsplit(".", 1)[1]
     op, attrs = _normalise(target, getattr(target, "__name__", "call"), args, kwargs)
+    if target is torch.tensor and len(args) == 1 and isinstance(args[0], (bool, int, float)):
+        # a number made a tensor in forward: torch.full fills it on the device (the same value and dtype),
+        # where torch.tensor copies it from host memory, which a CUDA graph cannot capture
+        return Node(name, op, args, attrs, code=_call_text("torch.full", ((), args[0]), kwargs))
     return Node(name, _elementwise_extreme(op, args, attrs), args, attrs, code=_call_text(qualified, args, kwargs))
 
 

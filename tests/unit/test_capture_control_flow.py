@@ -52,3 +52,16 @@ def test_a_branch_on_a_value_the_trace_cannot_compute_is_still_a_capture_error()
                   "        if x.sum() > 0:\n            return x\n        return -x\n", "[torch.randn(4)]")
     with pytest.raises(CaptureError):
         capture(src)
+
+
+def test_a_number_made_a_tensor_in_forward_is_filled_on_the_device():
+    """torch.tensor(100.0, device=...) copies from host memory, which a CUDA graph cannot capture;
+    torch.full gives the same value and dtype with a fill on the device."""
+    src = problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.scale = nn.Parameter(torch.ones(3) * 5.0)\n"
+                  "    def forward(self, x):\n"
+                  "        s = torch.clamp(self.scale, max=torch.log(torch.tensor(1. / 0.01, device=x.device))).exp()\n"
+                  "        return x * s + torch.tensor(2)\n", "[torch.randn(4, 3)]")
+    cand = check(src, ["kernel_fusion"])
+    forward = cand.source.split("class ModelNew")[1]
+    assert "torch.full((), 100.0, device=x.device)" in forward and "torch.tensor(" not in forward
