@@ -17,6 +17,7 @@ fi
 STOP=${2:-450}
 [ -n "$3" ] && [ ! -d $S/eval ] && tar xzf "$3" -C $S
 F=(level1/42_* level3/29_* level3/26_* level3/9_* level1/46_* level3/34_* level3/30_* level3/46_* level3/47_*)
+[ -n "$ONLY" ] && F=($ONLY)  # a later call: only these (the third call: SwinV2 after the torch.full fix, ShuffleNet again)
 ARGS=(); for f in "${F[@]}"; do ARGS+=(--filter "$f"); done
 if [ $SECONDS -lt $STOP ]; then
   timeout -k 10 $((${LIMIT:-570} - SECONDS)) kskill eval run $R/.kb "${ARGS[@]}" --time-limit 60 --workers 1 --out $S/eval \
