@@ -195,7 +195,8 @@ class ShapeTracer(torch.fx.Tracer):
         self.placeholders = 0
         self.evaluating = False  # a leaf module's value being computed: its own calls are not traced
 
-    def call_module(self, m: nn.Module, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call_module(self, m: nn.Module, forward: Callable[..., Any], args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
         if self.evaluating:
             return forward(*args, **kwargs)
         return super().call_module(m, forward, args, kwargs)

@@ -202,10 +202,12 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
 
     def row(target: str, ih: str) -> list[str]:
         """Statements reducing input row `ih` over the window's W (and D) offsets into `target`."""
-        lines = [f"ih = {ih}", "hv = (lanes + ih >= 0) & (lanes + ih < H)", f"{target} = tl.full([BLOCK_W], {fill}, tl.float32)"]
+        lines = [f"ih = {ih}", "hv = (lanes + ih >= 0) & (lanes + ih < H)",
+                 f"{target} = tl.full([BLOCK_W], {fill}, tl.float32)"]
         for base, dvalid in depth_windows:
             for k in range(kw):
-                lines += [f"offs = ({base} * H + ih) * W + iw{k}", f"valid = wv{k} & hv" + (f" & {dvalid}" if dvalid else "")]
+                valid = f"wv{k} & hv" + (f" & {dvalid}" if dvalid else "")
+                lines += [f"offs = ({base} * H + ih) * W + iw{k}", f"valid = {valid}"]
                 lines += load
                 lines.append(f"{target} = " + combine.format(a=target, b=f"tl.where(valid, {x}, {fill})"))
         return lines
@@ -215,7 +217,7 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
     step = ["oh = oh0 + t"]
     for i in range(kept, span):
         step += row(f"r{i}", f"oh * {sh} - {ph} + {i}")
-    acc = f"r{0}"
+    acc = "r0"
     for j in range(1, kh):
         acc = combine.format(a=acc, b=f"r{j * dh}")
     step.append(f"acc = {acc}")

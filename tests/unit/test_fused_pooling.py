@@ -63,7 +63,8 @@ ROLLED = [("F.max_pool2d(x, 4, 1, 1)", "(2, 3, 37, 45)"), ("F.max_pool2d(torch.r
 
 @pytest.mark.parametrize("call,shape", ROLLED)
 def test_overlapping_rows_roll(call, shape):
-    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n", f"[torch.randn{shape}]")
+    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n",
+                  f"[torch.randn{shape}]")
     cand = check(src, ["fused_pooling", "kernel_fusion"])
     assert cand.applied[0] == "fused_pooling"
     assert "ROWS: tl.constexpr" in cand.source, "the rolled form"
@@ -72,6 +73,7 @@ def test_overlapping_rows_roll(call, shape):
 @pytest.mark.parametrize("call", ["F.max_pool2d(x, 2)", "F.max_pool2d(x, 3, 1, 1)"])
 def test_rows_that_do_not_share_windows_or_fill_a_block_stay_direct(call):
     shape = "(1, 2, 12, 64)" if call.endswith("2)") else "(1, 2, 12, 11)"  # no overlap; rows too narrow
-    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n", f"[torch.randn{shape}]")
+    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n",
+                  f"[torch.randn{shape}]")
     cand = check(src, ["fused_pooling"])
     assert "ROWS: tl.constexpr" not in cand.source
