@@ -141,3 +141,10 @@ def test_ncu_is_skipped_on_a_forward_of_many_more_kernels_than_it_profiles():
     assert nsight.skip_reason({}) is None and nsight.skip_reason(None) is None  # no profile: ncu decides
     reason = nsight.skip_reason({"kernel_launches_per_forward": 156.0})
     assert reason is not None and "156 kernels" in reason and f"first {cap}" in reason
+
+
+def test_busy_time_counts_overlapping_kernels_once():
+    # two streams side by side (0-10 and 2-8 and 5-12), a gap, then one kernel (20-21): busy 12 + 1
+    assert profiling.busy_ms([(5.0, 12.0), (0.0, 10.0), (2.0, 8.0), (20.0, 21.0)]) == pytest.approx(13.0)
+    assert profiling.busy_ms([(0.0, 1.0), (1.0, 2.0)]) == pytest.approx(2.0), "back to back: summed"
+    assert profiling.busy_ms([]) == 0.0
