@@ -165,6 +165,9 @@ def trace(model: nn.Module, inputs: list[Any] | None = None) -> torch.fx.GraphMo
 
 
 _UNKNOWN = object()
+# An unrolled time loop of this many ops is past what a candidate can usefully rewrite (VanillaRNN's 256
+# steps trace to about 1,300); its capture fails with a clear reason instead of growing without end.
+MAX_TRACED_NODES = 50_000
 
 
 class ShapeProxy(torch.fx.Proxy):
@@ -230,6 +233,9 @@ class ShapeTracer(torch.fx.Tracer):
         return iter(obj[i] for i in range(len(self.value_of(obj))))
 
     def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
+        if len(self.values) >= MAX_TRACED_NODES:
+            raise torch.fx.proxy.TraceError(f"more than {MAX_TRACED_NODES} traced ops: a loop over sizes too long "
+                                            "to unroll")
         proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
         try:
             self.values[proxy.node] = self._evaluate(kind, target, args, kwargs)

@@ -1,6 +1,8 @@
 """Capturing references whose forward branches or loops over sizes: the trace follows the branch the
 problem's inputs take (agents/recipes/capture.py, ShapeTracer), so the recipes can work on them."""
 
+import importlib
+
 import pytest
 from recipe_support import check, problem
 
@@ -65,3 +67,12 @@ def test_a_number_made_a_tensor_in_forward_is_filled_on_the_device():
     cand = check(src, ["kernel_fusion"])
     forward = cand.source.split("class ModelNew")[1]
     assert "torch.full((), 100.0, device=x.device)" in forward and "torch.tensor(" not in forward
+
+
+def test_a_loop_too_long_to_unroll_is_a_capture_error(monkeypatch):
+    capture_module = importlib.import_module("kskill.agents.recipes.capture")  # the module, not its function
+    monkeypatch.setattr(capture_module, "MAX_TRACED_NODES", 40)
+    capture_module._captured.cache_clear()
+    src = problem(LOOP, "[torch.randn(50, 3, 2), torch.randn(3, 4)]")
+    with pytest.raises(CaptureError, match="too long to unroll"):
+        capture(src)
