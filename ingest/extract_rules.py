@@ -13,14 +13,16 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-4`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-2`; off by default); the rest are merged per
+it finds unlikely to state it (`precision-6`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-4`; off by default); the rest are merged per
 triple. Without the scorer's weights the rules decide alone (`rules-6`); the default is the scorer's choice
-(`learned-4`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+(`learned-6`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
-those were names met in another sense and relations read from passages that only mention their entities.
+those were names met in another sense and relations read from passages that only mention their entities. With the
+scorer, a claim whose support is weak (support.py: a caption, a table row, a formula, a dated news line, a proposal its
+sentence does not name) keeps a confidence below the default bar (learned-6).
 """
 
 from __future__ import annotations
@@ -38,18 +40,20 @@ from .precision import PRECISION_WEIGHTS, PrecisionModel
 from .sense import SENSE_WEIGHTS, SenseCheck
 from .scorer import WEIGHTS, ClaimScorer, DocumentTopics, focus, proposal_signals, view_signals
 from .statement import similarity_pair
+from .support import gated
 from .unstated import why_unstated
 
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-4"
-LEARNED_VERSION = "learned-4"  # the scorer without the sentence-level precision model
-SENSE_VERSION = "sense-2"  # learned-4 and the sense check (sense.py)
+VERSION = "precision-6"
+LEARNED_VERSION = "learned-6"  # the scorer without the sentence-level precision model, weak support capped (support.py)
+SENSE_VERSION = "sense-4"  # learned-6 and the sense check (sense.py)
 RULES_VERSION = "rules-6"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
-# material, heldout6 to 6c included (what learned-4 dropped there: eval/ingest/runs/tune-learned4-judgement.md).
+# material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:
+# eval/ingest/runs/tune-learned4-judgement.md).
 FAR = 0.22
 # With a scorer the rules only propose: any candidate scoring this much is shown to the scorer.
 CANDIDATE_BAR = 0.3
@@ -94,10 +98,12 @@ class RuleExtractor:
 
     def extract(self, doc: Document) -> list[Claim]:
         kept = self.stated([c for c in self.kept(*self.read(doc)) if not far_by_meaning(c)])
+        if self.scorer is not None:  # learned-6: weak support is kept below the default bar, not emitted at it
+            kept = [c for c in gated(kept) if c.confidence >= self.settings.min_confidence]
         return merge_claims(self.sense.filter(kept, self.linker) if self.sense is not None else kept)
 
     def kept(self, ruled: list[Claim], weak: list[Claim]) -> list[Claim]:
-        """What the rules keep at their bars, and the weak candidates the scorer keeps (learned-4)."""
+        """What the rules keep at their bars, and the weak candidates the scorer keeps."""
         kept = [c for c in ruled if c.confidence >= self.settings.min_confidence]
         if self.scorer is not None:
             seen = {_key(c) for c in kept}
