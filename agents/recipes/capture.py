@@ -197,6 +197,7 @@ class ShapeTracer(torch.fx.Tracer):
         self.values: dict[torch.fx.Node, Any] = {}
         self.placeholders = 0
         self.evaluating = False  # a leaf module's value being computed: its own calls are not traced
+        self.tensors: dict[str, torch.Tensor] | None = None  # the root's parameters and buffers, read once
 
     def call_module(self, m: nn.Module, forward: Callable[..., Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
@@ -252,8 +253,9 @@ class ShapeTracer(torch.fx.Tracer):
             self.placeholders += 1
             return self.inputs[self.placeholders - 1] if self.placeholders <= len(self.inputs) else (args or (None,))[0]
         if kind == "get_attr":  # a parameter or buffer (the trace's own attribute lookups are patched)
-            tensors = dict(self.root.named_parameters()) | dict(self.root.named_buffers())
-            return tensors[target] if target in tensors else _UNKNOWN
+            if self.tensors is None:
+                self.tensors = dict(self.root.named_parameters()) | dict(self.root.named_buffers())
+            return self.tensors.get(target, _UNKNOWN)
         if kind == "call_function":
             return target(*args, **kwargs)
         if kind == "call_method":

@@ -84,12 +84,16 @@ def torch_profile(forward: Callable[[], Any], *, cuda: bool, calls: int = 5) -> 
     return observations, {}, detail
 
 
-def device_events(prof: Any) -> dict[str, list[float]]:
+def _gpu_events(prof: Any) -> list[Any]:
+    """The kernels, copies and sets of a finished torch.profiler run."""
+    return [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")]
+
+
+def device_events(prof: Any, events: list[Any] | None = None) -> dict[str, list[float]]:
     """Kernel (and memcpy/memset) name -> durations in ms, from a finished torch.profiler run."""
     kernels: dict[str, list[float]] = {}
-    for event in prof.events():
-        if str(getattr(event, "device_type", "")).endswith("CUDA"):
-            kernels.setdefault(event.name, []).append(event.time_range.elapsed_us() / 1e3)
+    for event in _gpu_events(prof) if events is None else events:
+        kernels.setdefault(event.name, []).append(event.time_range.elapsed_us() / 1e3)
     return kernels
 
 
@@ -123,10 +127,9 @@ def device_time_per_call(forward: Callable[[], Any], calls: int = 5) -> dict[str
         for _ in range(calls):
             forward()
         torch.cuda.synchronize()
-    kernels = device_events(prof)
-    spans = [(e.time_range.start, e.time_range.end) for e in prof.events()
-             if str(getattr(e, "device_type", "")).endswith("CUDA")]
-    return {"ms": busy_ms(spans) / 1e3 / calls,
+    events = _gpu_events(prof)  # read once: a profile of many small kernels holds many events
+    kernels = device_events(prof, events)
+    return {"ms": busy_ms([(e.time_range.start, e.time_range.end) for e in events]) / 1e3 / calls,
             "names": sorted(kernels, key=lambda n: -sum(kernels[n]))[:20]}
 
 
