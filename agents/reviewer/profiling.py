@@ -116,8 +116,8 @@ def device_time_per_call(forward: Callable[[], Any], calls: int = 5) -> dict[str
     The timing cross-check: CUDA events bracket work on the current stream only, and a forged
     timer reports whatever it likes; the profiler sees every kernel the process launched. Kernels
     that run side by side are counted once: their summed durations exceed the elapsed time, which is
-    no sign of untimed work (a GRU's CUDA-graph candidate was rejected with 25 ms of summed kernel
-    time against 9 ms of events; not yet re-measured with this count).
+    no sign of untimed work (a GRU's CUDA-graph candidate had been rejected with 25 ms of summed kernel
+    time against 9 ms of events; with overlaps counted once it passed, eval/runs/push-h200-s35).
     """
     import torch
     from torch.profiler import ProfilerActivity, profile
