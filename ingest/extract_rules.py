@@ -13,16 +13,17 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-6`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-4`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-6`); the default is the scorer's choice
-(`learned-6`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-7`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-5`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-7`); the default is the scorer's choice
+(`learned-7`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
 those were names met in another sense and relations read from passages that only mention their entities. With the
 scorer, a claim whose support is weak (support.py: a caption, a table row, a formula, a dated news line, a proposal its
-sentence does not name) keeps a confidence below the default bar (learned-6).
+sentence does not name) keeps a confidence below the default bar (learned-6). learned-7 reads more: the word "pipeline"
+names software pipelining only beside that sense's vocabulary (lexicon.NEEDS_CONTEXT), ...
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-6"
-LEARNED_VERSION = "learned-6"  # the scorer without the sentence-level precision model, weak support capped (support.py)
-SENSE_VERSION = "sense-4"  # learned-6 and the sense check (sense.py)
-RULES_VERSION = "rules-6"  # the rules alone, when no scorer is used
+VERSION = "precision-7"
+LEARNED_VERSION = "learned-7"  # learned-6 and the recall rules of session 35 (eval/ingest/runs/recall-rules-session35.md)
+SENSE_VERSION = "sense-5"  # learned-7 and the sense check (sense.py)
+RULES_VERSION = "rules-7"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:

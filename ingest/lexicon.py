@@ -111,6 +111,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
                           r"(?:is|are) (?:also )?persistent\b"),
     "software_pipelining": (r"software pipelin\w+", r"double[- ]buffer\w*", r"multi[- ]stage pipelin\w+", r"num_stages",
                             r"overlap(?:s|ping)? (?:\w+ ){0,3}(?:memory|loads?|copies|copy|tma|data transfers?) (?:with|and) (?:\w+ )?(?:compute|computation|math|gemm)",
+                            r"overlap(?:s|ping)? (?:the )?(?:compute|computation|math) (?:with|and) (?:\w+ )?(?:memory|loads?|copies|data transfers?)",
                             # not pipeline parallelism's stages and bubbles, nor a pipeline class or policy; not PrefetchGlobalRead
                             r"pipelin(?:e|ed|ing)\b(?![- ](?:parallel\w*|bubbles?|class\w*|polic\w+))",
                             r"prefetch(?:es|ed|ing)?\b", r"pipeline stag\w+(?! parallel)",
@@ -202,6 +203,17 @@ OTHER_SENSES: dict[str, re.Pattern[str]] = {node_id: re.compile(pattern, re.I) f
     "bank_conflict_padding": r"thread ?blocks?\b|\bl2\b|rasteri[sz]",
 }.items()}
 
+# node id -> (an alias word with a common everyday sense, the words that must share its sentence for the node's sense).
+# "pipeline" alone is as often a workflow object ("call the compiled pipeline", "an inference pipeline", "each stage of
+# the build pipeline") as a software pipeline of loads; the latter's sentence speaks of stages, buffers, producers and
+# consumers, asynchronous copies or overlap.
+NEEDS_CONTEXT: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {node_id: (re.compile(word, re.I), re.compile(context, re.I))
+                                                                      for node_id, (word, context) in {
+    "software_pipelining": (r"pipelines?", r"\bstages?\b|\bdepth\b|producers?|consumers?|\basync\w*|asynchronous|"
+                                           r"overlap\w*|buffer\w*|\bloads?\b|prefetch\w*|\bcop(?:y|ies)\b|\bsmem\b|"
+                                           r"shared memory|\btma\b|mainloop|latenc\w+"),
+}.items()}
+
 
 @dataclass(frozen=True)
 class Mention:
@@ -244,6 +256,7 @@ class Lexicon:
             for m in entry.pattern.finditer(text):
                 if m.end() > m.start():
                     hits.append(Mention(entry.id, entry.kind, m.start(), m.end(), entry.exact))
+        hits = [h for h in hits if not _other_sense(h, text)]
         hits.sort(key=lambda h: (-(h.end - h.start), h.start))
         kept: list[Mention] = []
         for hit in hits:
@@ -254,6 +267,14 @@ class Lexicon:
         for hit in sorted(kept, key=lambda h: h.start):
             first.setdefault(hit.id, hit)
         return list(first.values())
+
+
+def _other_sense(hit: Mention, text: str) -> bool:
+    """An alias hit on a word with an everyday sense (NEEDS_CONTEXT) in a sentence without the node's vocabulary."""
+    if hit.exact or hit.id not in NEEDS_CONTEXT:
+        return False
+    word, context = NEEDS_CONTEXT[hit.id]
+    return word.fullmatch(text[hit.start:hit.end]) is not None and context.search(text) is None
 
 
 def _phrase(name: str) -> str:

@@ -33,7 +33,7 @@ GENERIC = re.compile(
     r"testing(?: methodology overview)?|potential next steps|supported .*|pseudo code|programming model|"
     r"challenges?|solution|idea|key (?:idea|ideas|points)|takeaways?|upshot|why .*)$", re.I)
 TECHNIQUE_HEADS = re.compile(
-    r"\b(?:schedul\w*|packing|pack|fusion|pipelin\w*|tiling|launch\w*|prefetch\w*|quantiz\w*|transpos\w*|"
+    r"\b(?:schedul\w*|packing|pack|fusion|pipelin(?:ing|ed)|tiling|launch\w*|prefetch\w*|quantiz\w*|transpos\w*|"
     r"swizzl\w*|caching|overlap\w*|speciali[sz]ation|reallocation|rotation|decomposition|rasteri[sz]ation|"
     r"splitting|crossover|unrolling|vectori[sz]ation|coalescing|masking|predication|padding|"
     r"shuffle|recomputation|(?:low|reduced|mixed|half|lower)[- ]precision|broadcast\w*|reorder\w*|interleav\w*|"
