@@ -23,7 +23,8 @@ existing node whose sentence is far by meaning from that node's text (FAR): on d
 those were names met in another sense and relations read from passages that only mention their entities. With the
 scorer, a claim whose support is weak (support.py: a caption, a table row, a formula, a dated news line, a proposal its
 sentence does not name) keeps a confidence below the default bar (learned-6). learned-7 reads more: the word "pipeline"
-names software pipelining only beside that sense's vocabulary (lexicon.NEEDS_CONTEXT), ...
+names software pipelining only beside that sense's vocabulary (lexicon.NEEDS_CONTEXT); a title's name is a technique
+when a sentence under it opens with the name and a verb of benefit, with the speedups stated for it (proposals.py), ...
 """
 
 from __future__ import annotations

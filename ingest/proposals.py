@@ -6,7 +6,10 @@ Dependent Launch (PDL)") and bold terms. A candidate becomes a proposal when its
 told (a measurement context, a head noun such as "scheduling" or "stall", or remedy language
 around it), when no lexicon name or retrieval match says the graph already has it, and when a
 sentence of the document states something about it: that sentence is its evidence and its
-description. Proposals carry the nearest existing nodes, for `kskill skills review`.
+description. A title whose head noun says nothing of its kind ("CPU Offloading", "MXFP8 Training on B200 GPUs")
+names a Technique when a sentence under it opens with that name and a verb of benefit ("regional compilation
+significantly reduces the time taken to compile"); the speedups the sentences under the title state for it are its
+gains. Proposals carry the nearest existing nodes, for `kskill skills review`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from .claims import Claim, EntityRef, Span
 from .linking import EntityLinker
 from .loaders import Document
 from .passages import Passage, is_statement
-from .relations import APPLY, MEASURE, MEASURE_HEADING, REMEDY, gain_of
+from .relations import APPLY, MEASURE, MEASURE_HEADING, NEGATION as NEGATED, REMEDY, gain_of
 
 SAME_STEP = 0.75  # cosine of a candidate's name and a protocol step's text above which they are one step
 MAX_PROPOSALS = 8  # per document: a long guide names many things, the review queue should stay short
@@ -57,6 +60,14 @@ LEAD = re.compile(r"^(?:\(?\d{1,2}[.)]\s*|[-*•]\s*)?(?!(?:the|a|an|this|that|t
                   r"quantization|transpose|swizzling|overlapping|specialization|reallocation|rotation|"
                   r"decomposition|rasterization|splitting|unrolling|masking|padding|recomputation))"
                   r"(?::|\s+(?:using|with|via|is|are|of)\b)", re.I)
+# A benefit: a verb of gain and, close after it, what is gained ("can provide substantial training speedups",
+# "significantly reduces the time taken to compile", "saves memory").
+BENEFIT = (r"(?:provides?|gives?|offers?|delivers?|achieves?|enables?|reduces?|saves?|speeds? up|improves?|"
+           r"accelerates?|increases?|optimi[sz]es?|cuts?|lowers?|boosts?)(?:\s+[\w-]+){0,3}?\s+(?:speed-?ups?|speed|"
+           r"faster|throughput|memory|latency|performance|utili[sz]ation|savings?|time|overhead)\b")
+# A head noun naming a setting or a piece of software, not a method: "NCCL flags", "Triton backend".
+SETTING_HEADS = re.compile(r"\b(?:flags?|options?|settings?|parameters?|variables?|configurations?|configs?|tools?|"
+                           r"librar(?:y|ies)|backends?|apis?|packages?)$", re.I)
 PROTOCOL_HEADS = re.compile(r"\b(?:timing|warm[- ]?ups?|cool[- ]?downs?|iterations?|repetitions?|fill|rotation|"
                             r"frequenc\w+|power tests?|gaps?|cold|flush\w*)\b", re.I)
 
@@ -68,6 +79,7 @@ class Candidate:
     evidence: Span
     context: str  # the section's text, for retrieval and the kind decision
     score: float
+    gains: tuple[tuple[float, Span], ...] = ()  # speedups other sentences under its title state for it
 
 
 class ProposalFinder:
@@ -81,7 +93,9 @@ class ProposalFinder:
         sections = _sections(doc, passages)
         found: dict[str, Candidate] = {}
         for (headings, page), body in sections.items():
-            for cand in self._candidates(doc, headings, page, body):
+            below = [(t, span) for (h, _), b in sections.items() if h[:len(headings)] == headings for t, span in b
+                     if is_statement(t)]
+            for cand in self._candidates(doc, headings, page, body, below):
                 key = cand.name.lower()
                 if key not in found or cand.score > found[key].score:
                     found[key] = cand
@@ -121,14 +135,17 @@ class ProposalFinder:
 
     # --- candidates -----------------------------------------------------------------------------
 
-    def _candidates(self, doc: Document, headings: tuple[str, ...], page: int, body: list[tuple[str, Span]]):
+    def _candidates(self, doc: Document, headings: tuple[str, ...], page: int, body: list[tuple[str, Span]],
+                    below: list[tuple[str, Span]]):
+        """`below`: the statements of this section and of the sections under it."""
         context = " ".join(text for text, _ in body)
         statements = [(t, s) for t, s in body if is_statement(t)]
         if not statements:
             return
         if headings:
             for title, explicit in _title_names(headings[-1]):
-                yield from self._named(title, context, headings, 0.55, statements, explicit=explicit)
+                named = list(self._named(title, context, headings, 0.55, statements, explicit=explicit))
+                yield from named or self._titled_technique(title, below)
         for text, _ in statements:
             for m in NAMED.finditer(text):  # only a quoted name may take its kind from the text around it
                 yield from self._named(m.group(1) or m.group(2), context, headings, 0.65, statements,
@@ -154,6 +171,22 @@ class ProposalFinder:
         score = base + (0.1 if REMEDY.search(about[0]) or APPLY.search(about[0]) else 0.0)
         yield Candidate(name, kind, about[1], context, round(score, 2))
 
+    def _titled_technique(self, name: str, below: list[tuple[str, Span]]):
+        """A title whose head noun says nothing of its kind ("CPU Offloading", "Regional Compilation") names a
+        technique when a sentence under it names it and says what it gains: "regional compilation significantly
+        reduces the time taken to compile"."""
+        # "MXFP8 Training": the technique is the number format, training is where it is used
+        name = re.sub(r"\s+(?:training|inference)$", "", " ".join(name.split()).strip(" .:-"), flags=re.I)
+        if not _plausible(name) or BOTTLENECK_HEADS.search(name) or SETTING_HEADS.search(name):
+            return
+        # The name opens the sentence, as its subject, a verb of benefit follows within a few words
+        said = re.compile(rf"^\W*(?:[\w-]+\s+){{0,2}}?({re.escape(name)})\b(?:\s+[\w-]+){{0,3}}?\s+{BENEFIT}", re.I)
+        for text, span in below:
+            found = said.match(text)
+            if found and not _proper_name(found.group(1)) and not NEGATED.search(text):
+                yield Candidate(name, "Technique", span, text, 0.65, _gains(name, below))
+                return
+
     def _kind(self, name: str, context: str, headings: tuple[str, ...], explicit: bool) -> str | None:
         """What the name names, from its head noun; only a name the text introduces explicitly ("we
         call this method X") may take its kind from remedy language around it."""
@@ -177,8 +210,9 @@ class ProposalFinder:
         ref = EntityRef(cand.kind, "", cand.name, _description(cand.evidence.quote), nearest=nearest)
         claims = [Claim(ref, "SUPPORTS", None, cand.score, cand.evidence, self.extractor, kind="definition")]
         gain = gain_of(cand.evidence.quote)
-        if gain is not None and cand.kind == "Technique":
-            claims.append(Claim(ref, "GAIN", None, cand.score, cand.evidence, self.extractor, gain=gain, kind="gain"))
+        gains = ((gain, cand.evidence),) if gain is not None else cand.gains
+        if cand.kind == "Technique":
+            claims += [Claim(ref, "GAIN", None, cand.score, span, self.extractor, gain=g, kind="gain") for g, span in gains]
         if cand.kind == "Technique":
             for m in self.linker.mentions(cand.evidence.quote):
                 if m.kind == "Bottleneck" and REMEDY.search(cand.evidence.quote):
@@ -208,6 +242,18 @@ def _title_names(title: str) -> list[tuple[str, bool]]:
     return [(name, False) for name in (_clean_title(p) for p in parts) if name]
 
 
+def _proper_name(words: str) -> bool:
+    """Capitals after the first word, as a product is written ("Liger Kernel"); a method is a common noun in a
+    sentence ("regional compilation", "MXFP8 training")."""
+    return any(w[0].isupper() and not w.isupper() for w in words.split()[1:])
+
+
+def _gains(name: str, statements: list[tuple[str, Span]]) -> tuple[tuple[float, Span], ...]:
+    """The speedups the statements that name `name` state (gain_of), first three."""
+    found = ((gain_of(text), span) for text, span in statements if _mentions(text, name))
+    return tuple((g, span) for g, span in found if g is not None)[:3]
+
+
 def _best_statement(name: str, statements: list[tuple[str, Span]]) -> tuple[str, Span]:
     """The statement that says most about `name`: one naming it, best with a cue or a figure."""
     def rank(item: tuple[str, Span]) -> tuple[int, int]:
@@ -234,9 +280,9 @@ def _content_words(name: str) -> set[str]:
 
 def _clean_title(title: str) -> str:
     title = re.sub(r"^\s*(?:\d+(?:\.\d+)*[.)]?|[ivx]+\.)\s+", "", title)  # "2.3 Cache hints" -> "Cache hints"
-    title = re.sub(r"\s*(?:to the rescue|in \w+(?: \w+)?|for \w+(?: \w+)?)$", "", title, flags=re.I)
+    title = re.sub(r"\s+(?:to the rescue|in \w+(?: \w+)?|for \w+(?: \w+)?|on \w+(?: \w+)?)$", "", title, flags=re.I)
     generic_tail = r"\s+(?:methodology|requirements|guidelines?|overview|basics|details|notes|tips|considerations|" \
-                   r"challenges(?: with \w+)?|in practice|explained)$"
+                   r"challenges(?: with \w+)?|in practice|explained|benchmarks?|tutorial)$"
     while re.search(generic_tail, title, flags=re.I):
         title = re.sub(generic_tail, "", title, flags=re.I)
     return title.strip(" :")

@@ -1,5 +1,5 @@
 """Rules of learned-7 that read more from a document without reading names in another sense: the word "pipeline" in
-its everyday sense, ... (eval/ingest/runs/recall-rules-session35.md)."""
+its everyday sense, a technique only a title names until a sentence says what it gains, ... (eval/ingest/runs/recall-rules-session35.md)."""
 
 from __future__ import annotations
 
@@ -35,3 +35,66 @@ def test_a_pipeline_of_stages_buffers_or_loads_is_software_pipelining(lexicon, t
 
 def test_overlapping_compute_with_transfers_is_software_pipelining_in_either_order(lexicon):
     assert "software_pipelining" in _ids(lexicon, "By overlapping computation and data transfer, it is faster.")
+
+
+@pytest.fixture(scope="module")
+def proposals():
+    from kskill.ingest.linking import EntityLinker
+    from kskill.ingest.proposals import ProposalFinder
+
+    payload = read_builtin().payload
+    nodes = [{"id": n.id, "kind": n.label, "name": n.name, "description": n.description}
+             for (label, _), n in payload.nodes.items() if label in ("Bottleneck", "Technique", "ProtocolStep")]
+    return ProposalFinder(EntityLinker(nodes, [], None))
+
+
+def _proposed(proposals, tmp_path, text: str) -> dict[str, list]:
+    """The proposals' names, each with its claims as (relation, gain)."""
+    from kskill.ingest.loaders import load_document
+    from kskill.ingest.passages import passages
+
+    path = tmp_path / "doc.md"
+    path.write_text(text)
+    doc = load_document(path)
+    out: dict[str, list] = {}
+    for claim in proposals.claims(doc, passages(doc)):
+        out.setdefault(claim.subject.name, []).append((claim.relation, claim.gain))
+    return out
+
+
+TITLED = """# {title}
+
+{opening}
+
+## Results
+
+In our runs on eight GPUs, {name} is 2.5x faster than the baseline for the largest model.
+"""
+
+
+def test_a_title_whose_sentence_says_what_it_gains_names_a_technique_with_its_speedups(proposals, tmp_path):
+    found = _proposed(proposals, tmp_path, TITLED.format(
+        title="Regional Compilation Benchmark", name="regional compilation",
+        opening="Regional compilation significantly reduces the time taken to compile large models."))
+    assert found["Regional Compilation"] == [("SUPPORTS", None), ("GAIN", 2.5)]
+
+
+def test_a_format_used_in_training_is_the_technique(proposals, tmp_path):
+    found = _proposed(proposals, tmp_path, TITLED.format(
+        title="Float8 Training on H100s", name="float8",
+        opening="Float8 training can provide substantial training speedups when the GEMMs are large."))
+    assert "Float8" in found
+
+
+@pytest.mark.parametrize("title, opening", [
+    # a title its sentences name without a benefit
+    ("Regional Compilation", "Regional compilation is applied to each block of the model in turn."),
+    # a benefit of something else
+    ("Regional Compilation", "We use regional compilation, and the new allocator reduces memory use."),
+    # a product, written with capitals
+    ("Turbo Kernel", "Turbo Kernel can increase throughput by more than 20 percent."),
+    # a setting
+    ("Communication flags", "Communication flags could improve the speed of all-reduce on one host."),
+])
+def test_a_title_without_a_stated_benefit_of_its_own_is_no_technique(proposals, tmp_path, title, opening):
+    assert title not in _proposed(proposals, tmp_path, f"# {title}\n\n{opening}\n")
