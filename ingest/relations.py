@@ -74,8 +74,9 @@ FORBID = re.compile(r"\b(?:avoid (?:\w+ ){0,4}(?:when|if|for|on|with)|do not use
 GAIN = re.compile(
     r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:x|×)(?:\s+(?:faster|speed-?up|improvement|higher throughput|better))?(?!\w|\s+slower|\s+longer)"
     r"|(?:speed-?up|improvement) of (?:up to |about |~)?(\d+(?:\.\d+)?)\s*(?:x|×)"
-    r"|(\d{1,3})\s*%\s*(?:faster|speed-?up|higher throughput|improvement|better performance)", re.I)
-GAIN_CONTEXT = re.compile(r"faster|speed-?up|improv|gain|throughput|better|performance|outperform", re.I)
+    r"|(?<![\w.])(\d{1,3}(?:\.\d+)?)\s*%\s*(?:faster|speed-?up|higher throughput|improvement|better performance|"
+    r"increase in (?:throughput|performance|speed))", re.I)
+GAIN_CONTEXT = re.compile(r"faster|speed-?up|speeds? up|improv|gain|throughput|better|performance|outperform", re.I)
 FIGURE = re.compile(r"(?:(?:up to|about|around|over|at least|~)\s*)?\d+(?:\.\d+)?\s*(?:x|×|%|[KMG]i?B\b|GB/s|TB/s|"
                     r"T?FLOPS|TFlops|cycles|stages?|regs?|registers|threads|warps|bytes|ms|us|µs)(?!\w)", re.I)
 THRESHOLD = re.compile(r"(?P<phrase>[A-Za-z][A-Za-z0-9 /_-]{2,40}?)\s*(?P<op>>=|<=|>|<|≥|≤|above|below|over|under|"
@@ -381,9 +382,16 @@ class ClaimRules:
         return claims
 
     def _gains(self, view: SentenceView) -> list[Claim]:
+        """A speedup stated for the one technique the sentence names; in a sentence naming none, for the technique
+        its nearest heading names (a section on one technique states its results without repeating its name)."""
         gain = _gain(view.text)
         techniques = view.of_kind("Technique")
-        if gain is None or len(techniques) != 1:
+        if gain is None or len(techniques) > 1:
+            return []
+        heading = view.from_heading("Technique") if not techniques else None
+        if heading is not None:
+            return [self._claim(EntityRef("Technique", heading.id), "GAIN", None, 0.55, view, "gain", gain=gain)]
+        if len(techniques) != 1:
             return []
         return [self._claim(EntityRef("Technique", techniques[0].id), "GAIN", None, 0.6, view, "gain", gain=gain)]
 

@@ -1,5 +1,6 @@
 """Rules of learned-7 that read more from a document without reading names in another sense: the word "pipeline" in
-its everyday sense, a technique only a title names until a sentence says what it gains, ... (eval/ingest/runs/recall-rules-session35.md)."""
+its everyday sense, a technique only a title names until a sentence says what it gains, a speedup
+in a technique's section, ... (eval/ingest/runs/recall-rules-session35.md)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,36 @@ def test_a_format_used_in_training_is_the_technique(proposals, tmp_path):
 ])
 def test_a_title_without_a_stated_benefit_of_its_own_is_no_technique(proposals, tmp_path, title, opening):
     assert title not in _proposed(proposals, tmp_path, f"# {title}\n\n{opening}\n")
+
+
+
+@pytest.fixture(scope="module")
+def rules():
+    from kskill.ingest.extract_rules import RuleExtractor, RuleSettings
+    from kskill.ingest.linking import EntityLinker
+
+    payload = read_builtin().payload
+    nodes = [{"id": n.id, "kind": n.label, "name": n.name, "description": n.description}
+             for (label, _), n in payload.nodes.items() if label in ("Bottleneck", "Technique", "ProtocolStep")]
+    return RuleExtractor(EntityLinker(nodes, [], None), RuleSettings(learned=False))
+
+
+def _claims(rules, tmp_path, text: str):
+    from kskill.ingest.loaders import load_document
+
+    path = tmp_path / "doc.md"
+    path.write_text(text)
+    return rules.extract(load_document(path))
+
+
+def test_a_speedup_stated_in_a_techniques_section_is_that_techniques_gain(rules, tmp_path):
+    claims = _claims(rules, tmp_path, "# Kernel fusion\n\nIn our training runs this was 1.5x faster than before.\n")
+    assert [(c.subject.id, c.gain) for c in claims if c.relation == "GAIN"] == [("kernel_fusion", 1.5)]
+
+
+def test_speedups_written_as_percentages_and_verbs():
+    from kskill.ingest.relations import gain_of
+
+    assert gain_of("Simply enabling tuning gave us a 22.9% speedup!") == 1.229  # not 9 % read from "22.9%"
+    assert gain_of("With tuning we reached a 22% increase in throughput.") == 1.22
+    assert gain_of("A custom kernel speeds up generation 1.43x on an H100.") == 1.43
