@@ -68,7 +68,7 @@ BENEFIT = (r"(?:provides?|gives?|offers?|delivers?|achieves?|enables?|reduces?|s
 # A head noun naming a setting or a piece of software, not a method: "NCCL flags", "Triton backend".
 SETTING_HEADS = re.compile(r"\b(?:flags?|options?|settings?|parameters?|variables?|configurations?|configs?|tools?|"
                            r"librar(?:y|ies)|backends?|apis?|packages?)$", re.I)
-PROTOCOL_HEADS = re.compile(r"\b(?:timing|warm[- ]?ups?|cool[- ]?downs?|iterations?|repetitions?|fill|rotation|"
+PROTOCOL_HEADS = re.compile(r"\b(?:timing|measurements?|warm[- ]?ups?|cool[- ]?downs?|iterations?|repetitions?|fill|rotation|"
                             r"frequenc\w+|power tests?|gaps?|cold|flush\w*)\b", re.I)
 
 

@@ -1,6 +1,6 @@
 """Rules of learned-7 that read more from a document without reading names in another sense: the word "pipeline" in
 its everyday sense, a technique only a title names until a sentence says what it gains, a speedup
-in a technique's section, ... (eval/ingest/runs/recall-rules-session35.md)."""
+in a technique's section, a measurement in a benchmark's method (eval/ingest/runs/recall-rules-session35.md)."""
 
 from __future__ import annotations
 
@@ -132,3 +132,10 @@ def test_speedups_written_as_percentages_and_verbs():
     assert gain_of("Simply enabling tuning gave us a 22.9% speedup!") == 1.229  # not 9 % read from "22.9%"
     assert gain_of("With tuning we reached a 22% increase in throughput.") == 1.22
     assert gain_of("A custom kernel speeds up generation 1.43x on an H100.") == 1.43
+
+
+def test_a_measurement_named_in_a_benchmarks_method_is_a_protocol_step(proposals, tmp_path):
+    found = _proposed(proposals, tmp_path, "# Benchmarks\n\n## Methodology\n\n"
+                      "- **Request-Based Measurement**: we send a fixed number of requests and measure the time the "
+                      "server takes to complete all of them.\n")
+    assert "Request-Based Measurement" in found
