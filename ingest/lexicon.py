@@ -26,7 +26,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
                         r"(?:maximum |maximi[sz]\w+ )?(?:instruction|arithmetic|math) throughput"),
     "memory_latency": (r"memory latency", r"latency[- ]bound", r"hide (?:the )?latenc", r"latency hiding"),
     "launch_overhead": (r"launch overhead", r"kernel launch(?:es)? (?:overhead|cost|latency)", r"launch latency",
-                        r"(?:cpu|host|python) overhead", r"overhead of launching"),
+                        r"(?:cpu|host|python) overhead", r"overhead of launching",
+                        # "launch-bound" as "memory-bound"; hyphenated, since "a launch bound of 256" is launch_bounds
+                        r"(?:launch|host|cpu|overhead)-bound\b"),
     "materialized_intermediates": (r"intermediate (?:results|tensors|values) (?:to|in|through) (?:hbm|dram|global memory)",
                                    r"round[- ]trip(?:s|ping)? (?:to|through) (?:hbm|dram|global memory)"),
     "register_pressure": (r"register pressure", r"register spill", r"spill(?:s|ing)? to local memory", r"too many registers",

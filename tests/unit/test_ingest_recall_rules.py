@@ -139,3 +139,8 @@ def test_a_measurement_named_in_a_benchmarks_method_is_a_protocol_step(proposals
                       "- **Request-Based Measurement**: we send a fixed number of requests and measure the time the "
                       "server takes to complete all of them.\n")
     assert "Request-Based Measurement" in found
+
+
+def test_launch_bound_is_launch_overhead_as_memory_bound_is_bandwidth(lexicon):
+    assert "launch_overhead" in _ids(lexicon, "When you are launch-bound, CUDA graphs replay one launch sequence.")
+    assert "launch_overhead" not in _ids(lexicon, "We used a launch bound of 256 threads for all kernels.")
