@@ -27,7 +27,7 @@ names software pipelining only beside that sense's vocabulary (lexicon.NEEDS_CON
 when a sentence under it opens with the name and a verb of benefit, with the speedups stated for it (proposals.py); a speedup in a sentence that names no technique is the gain of the
 technique its nearest heading names, and a percentage is read whole ("22.9% speedup") (relations.py); a name whose head is "measurement" in a measurement
 context is a protocol step (proposals.py); "launch-bound" names launch overhead as "memory-bound" names bandwidth
-(lexicon.py).
+(lexicon.py); a bottleneck named as the contrast ("and not compute bound") states nothing about it (unstated.py).
 """
 
 from __future__ import annotations

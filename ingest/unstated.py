@@ -16,6 +16,7 @@ say. Each was a class of error a person found when judging extracted items on th
   ("kernels need to be built"), or from the technique's own name ("flash-attention" names attention);
 - a detection threshold read from a result ("achieving over 99% fetch efficiency");
 - a name in another of its senses (lexicon.OTHER_SENSES: "pipeline parallelism" is no software pipelining);
+- a bottleneck named as the contrast ("memory bound (and not compute bound)", "launch-bound rather than bandwidth-bound");
 - evidence for a protocol step read from a sentence and section that speak of no measurement, timing or
   correctness check ("TmaAsync interleaving is limited to a single-CTA pipeline" is no interleaved timing);
 - a proposal whose name is an identifier, joins two things, or is a training method.
@@ -96,6 +97,8 @@ MEANS = re.compile(r"\bby (?:reduc\w+|lower\w+|avoid\w+|eliminat\w+|minimi[sz]\w
 # "when CUDA graph is enabled, we support ...": the technique is a condition of the sentence, not its remedy
 CONDITION_BEFORE = re.compile(r"\b(?:when|if|while|once)\s+(?:\w+\s+){0,3}$", re.I)
 CONDITION_AFTER = re.compile(r"^\s+(?:is|are)\s+(?:enabled|used|on|active|applied|set|turned on)\b", re.I)
+# "memory bound (and not compute bound)", "launch-bound rather than bandwidth-bound": a bottleneck named as the contrast
+CONTRAST_BEFORE = re.compile(r"\b(?:not|rather than|instead of)\s+(?:(?:a|an|the|very|really|that)\s+)?$", re.I)
 # What a protocol step's sentence or section must speak of besides timing: checking results
 CHECKING = re.compile(r"\b(?:correct\w*|verif\w+|validat\w+|toleran\w+|accura\w+)\b", re.I)
 
@@ -118,6 +121,8 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     nodes = [claim.subject.id] + ([claim.object.id] if isinstance(claim.object, EntityRef) else [])
     if any(n in OTHER_SENSES and OTHER_SENSES[n].search(f"{heading} {text}") for n in nodes):
         return "another sense of the node's name"
+    if any(n in spans and spans[n].kind == "Bottleneck" and CONTRAST_BEFORE.search(text[:spans[n].start]) for n in nodes):
+        return "a bottleneck named as the contrast"
     step = claim.subject
     if step.kind == "ProtocolStep" and step.id and not _about_measuring(text, spans.get(step.id), heading):
         return "no measurement in the sentence or its section"

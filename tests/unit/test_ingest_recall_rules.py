@@ -144,3 +144,17 @@ def test_a_measurement_named_in_a_benchmarks_method_is_a_protocol_step(proposals
 def test_launch_bound_is_launch_overhead_as_memory_bound_is_bandwidth(lexicon):
     assert "launch_overhead" in _ids(lexicon, "When you are launch-bound, CUDA graphs replay one launch sequence.")
     assert "launch_overhead" not in _ids(lexicon, "We used a launch bound of 256 threads for all kernels.")
+
+
+@pytest.mark.parametrize("text", ["LLM decoding is usually memory bound (and not compute bound), so guessing tokens pays.",
+                                  "This helps when you are launch-bound rather than compute-bound."])
+def test_a_bottleneck_named_as_the_contrast_gets_no_evidence(lexicon, text):
+    from kskill.ingest.claims import Claim, EntityRef, Span
+    from kskill.ingest.unstated import why_unstated
+
+    def evidence(node: str) -> Claim:
+        return Claim(EntityRef("Bottleneck", node), "SUPPORTS", None, 0.7, Span(text, "offset 0"), "rules")
+
+    named = lexicon.mentions(text)
+    assert why_unstated(evidence("compute_limited"), text, named) == "a bottleneck named as the contrast"
+    assert why_unstated(evidence(named[0].id), text, named) == ""
