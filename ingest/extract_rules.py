@@ -27,7 +27,8 @@ names software pipelining only beside that sense's vocabulary (lexicon.NEEDS_CON
 when a sentence under it opens with the name and a verb of benefit, with the speedups stated for it (proposals.py); a speedup in a sentence that names no technique is the gain of the
 technique its nearest heading names, and a percentage is read whole ("22.9% speedup") (relations.py); a name whose head is "measurement" in a measurement
 context is a protocol step (proposals.py); "launch-bound" names launch overhead as "memory-bound" names bandwidth
-(lexicon.py); a bottleneck named as the contrast ("and not compute bound") states nothing about it (unstated.py).
+(lexicon.py); a bottleneck named as the contrast ("and not compute bound") states nothing about it (unstated.py); a
+section title stating a speedup gives it to the technique it or its nearest enclosing title names (relations.py).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from .linking import EntityLinker
 from .loaders import Document
 from .passages import Passage, is_statement, passages
 from .proposals import ProposalFinder
-from .relations import PURPOSE, ClaimRules, SentenceView
+from .relations import PURPOSE, ClaimRules, SentenceView, heading_gains
 from .precision import PRECISION_WEIGHTS, PrecisionModel
 from .sense import SENSE_WEIGHTS, SenseCheck
 from .scorer import WEIGHTS, ClaimScorer, DocumentTopics, focus, proposal_signals, view_signals
@@ -143,6 +144,7 @@ class RuleExtractor:
                 weak.extend(_signed(_stated(self.weak_rules.claims(view), view, doc.title or ""), view, topics, start))
         proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
                      for c in self.proposals.claims(doc, parts) if not why_unstated(c, c.evidence.quote, [])]
+        ruled += heading_gains(sorted(doc.sections, key=lambda s: s.start), self.linker.mentions, doc.location, self.name)
         if self.scorer is not None:
             ruled, weak, proposals = self._with_similarity(ruled, weak, proposals)
         return ruled + proposals, weak + proposals
@@ -202,8 +204,12 @@ def item_label(text: str, at: int) -> str:
 def far_by_meaning(claim: Claim) -> bool:
     """Evidence, a remedy or a gain on an existing node whose sentence is far by meaning from the node's text (signals
     read with the embedding model; without them, or for a node without a vector, similarity_pair gives 0.0 and nothing
-    is far). A precondition's or a threshold's sentence speaks of metrics and shapes, not of the node: not tested."""
-    similarity = dict(claim.signals).get("sentence_similarity")
+    is far). A precondition's or a threshold's sentence speaks of metrics and shapes, not of the node: not tested; nor a
+    speedup a section title states ("2.0: Complete rewrite, 2x faster"), whose few words say nothing of the node."""
+    signals = dict(claim.signals)
+    if signals.get("heading_stated"):
+        return False
+    similarity = signals.get("sentence_similarity")
     return (claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN") and bool(claim.subject.id) and bool(similarity)
             and similarity < FAR)
 

@@ -400,6 +400,30 @@ class ClaimRules:
         return Claim(subject, relation, obj, round(score, 2), view.span, self.extractor, gain=gain, kind=kind)
 
 
+def heading_gains(sections, mentions, location, extractor: str = "rules") -> list[Claim]:
+    """Speedups a section title states ("2.0: Complete rewrite, 2x faster"), each the gain of the one technique that
+    title names, else the one its nearest enclosing title naming any names. `sections`: the document's sections in
+    order (start, title, level); `mentions`: text -> node mentions; `location`: offset -> where a reader finds it."""
+    out = []
+    for i, section in enumerate(sections):
+        gain = _gain(section.title)
+        if gain is None:
+            continue
+        enclosing = [section]
+        for earlier in reversed(sections[:i]):
+            if earlier.level < enclosing[-1].level:
+                enclosing.append(earlier)
+        for title in enclosing:
+            techniques = {m.id for m in mentions(title.title) if m.kind == "Technique"}
+            if techniques:
+                break
+        if len(techniques) == 1:
+            out.append(Claim(EntityRef("Technique", techniques.pop()), "GAIN", None, 0.6,
+                             Span(section.title, location(section.start)), extractor, gain=gain, kind="gain",
+                             signals=(("heading_stated", 1.0),)))
+    return out
+
+
 def _ids(claims: list[Claim]) -> set[str]:
     """The existing nodes the claims are about, either side."""
     return {c.subject.id for c in claims} | {c.object.id for c in claims if isinstance(c.object, EntityRef)}

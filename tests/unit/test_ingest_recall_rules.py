@@ -158,3 +158,9 @@ def test_a_bottleneck_named_as_the_contrast_gets_no_evidence(lexicon, text):
     named = lexicon.mentions(text)
     assert why_unstated(evidence("compute_limited"), text, named) == "a bottleneck named as the contrast"
     assert why_unstated(evidence(named[0].id), text, named) == ""
+
+
+def test_a_speedup_a_section_title_states_is_the_gain_of_the_technique_above_it(rules, tmp_path):
+    claims = _claims(rules, tmp_path, "# Flash attention\n\nFlash attention computes attention in tiles.\n\n"
+                                      "## Changelog\n\n### 2.0: Complete rewrite, 2x faster\n\nThe kernels were rewritten.\n")
+    assert ("flash_attention", 2.0) in [(c.subject.id, c.gain) for c in claims if c.relation == "GAIN"]
