@@ -28,7 +28,8 @@ when a sentence under it opens with the name and a verb of benefit, with the spe
 technique its nearest heading names, and a percentage is read whole ("22.9% speedup") (relations.py); a name whose head is "measurement" in a measurement
 context is a protocol step (proposals.py); "launch-bound" names launch overhead as "memory-bound" names bandwidth
 (lexicon.py); a bottleneck named as the contrast ("and not compute bound") states nothing about it (unstated.py); a
-section title stating a speedup gives it to the technique it or its nearest enclosing title names (relations.py).
+section title stating a speedup gives it to the technique it or its nearest enclosing title names (relations.py); a
+speedup a new technique of the document claims is not also given to a known technique its sentence names as the means.
 """
 
 from __future__ import annotations
@@ -145,6 +146,10 @@ class RuleExtractor:
         proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
                      for c in self.proposals.claims(doc, parts) if not why_unstated(c, c.evidence.quote, [])]
         ruled += heading_gains(sorted(doc.sections, key=lambda s: s.start), self.linker.mentions, doc.location, self.name)
+        # One speedup, one technique: a sentence whose speedup the document's own new technique claims ("MXFP8 GEMMs
+        # are accelerated using cuBLAS ..., achieving up to 2x") gives none to a known technique named as its means.
+        claimed = {c.evidence.quote for c in proposals if c.relation == "GAIN"}
+        ruled, weak = ([c for c in group if c.relation != "GAIN" or c.evidence.quote not in claimed] for group in (ruled, weak))
         if self.scorer is not None:
             ruled, weak, proposals = self._with_similarity(ruled, weak, proposals)
         return ruled + proposals, weak + proposals

@@ -164,3 +164,11 @@ def test_a_speedup_a_section_title_states_is_the_gain_of_the_technique_above_it(
     claims = _claims(rules, tmp_path, "# Flash attention\n\nFlash attention computes attention in tiles.\n\n"
                                       "## Changelog\n\n### 2.0: Complete rewrite, 2x faster\n\nThe kernels were rewritten.\n")
     assert ("flash_attention", 2.0) in [(c.subject.id, c.gain) for c in claims if c.relation == "GAIN"]
+
+
+def test_a_speedup_the_documents_new_technique_claims_is_not_also_its_means(rules, tmp_path):
+    claims = _claims(rules, tmp_path, "# MXFP8 Training\n\nMXFP8 training can provide substantial training speedups.\n\n"
+                                      "MXFP8 GEMMs are accelerated using cuBLAS kernels, achieving up to 2x speedup over "
+                                      "bfloat16.\n")
+    gains = [(c.subject.id or c.subject.name, c.gain) for c in claims if c.relation == "GAIN"]
+    assert gains == [("MXFP8", 2.0)]
