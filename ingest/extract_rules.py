@@ -22,13 +22,14 @@ only the document's title names, evidence for a protocol step where nothing is m
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
 those were names met in another sense and relations read from passages that only mention their entities. With the
 scorer, a claim whose support is weak (support.py: a caption, a table row, a formula, a dated news line, a proposal its
-sentence does not name) keeps a confidence below the default bar (learned-6). learned-7 reads more: the word "pipeline"
-names software pipelining only beside that sense's vocabulary (lexicon.NEEDS_CONTEXT); a title's name is a technique
-when a sentence under it opens with the name and a verb of benefit, with the speedups stated for it (proposals.py); a speedup in a sentence that names no technique is the gain of the
-technique its nearest heading names, and a percentage is read whole ("22.9% speedup") (relations.py); a name whose head is "measurement" in a measurement
-context is a protocol step (proposals.py); "launch-bound" names launch overhead as "memory-bound" names bandwidth
-(lexicon.py); a bottleneck named as the contrast ("and not compute bound") states nothing about it (unstated.py); a
-section title stating a speedup gives it to the technique it or its nearest enclosing title names (relations.py); a
+sentence does not name) keeps a confidence below the default bar (learned-6). learned-7 reads more
+(eval/ingest/runs/recall-rules-session35.md): the word "pipeline" names software pipelining only beside that sense's
+vocabulary (lexicon.NEEDS_CONTEXT); a title's name is a technique when a sentence under it opens with the name and a
+verb of benefit, with the speedups stated for it (proposals.py); a speedup in a sentence naming no technique is the
+gain of the technique its nearest heading names, a percentage is read whole ("22.9% speedup"), and a section title
+stating a speedup gives it to the technique it or an enclosing title names (relations.py); a name whose head is
+"measurement" in a measurement context is a protocol step; "launch-bound" names launch overhead as "memory-bound" names
+bandwidth; a bottleneck named as the contrast ("and not compute bound") states nothing about it (unstated.py); a
 speedup a new technique of the document claims is not also given to a known technique its sentence names as the means.
 """
 
