@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-7`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-5`; off by default); the rest are merged per
+it finds unlikely to state it (`precision-8`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-6`; off by default); the rest are merged per
 triple. Without the scorer's weights the rules decide alone (`rules-7`); the default is the scorer's choice
-(`learned-7`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+(`learned-8`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -31,6 +31,9 @@ stating a speedup gives it to the technique it or an enclosing title names (rela
 "measurement" in a measurement context is a protocol step; "launch-bound" names launch overhead as "memory-bound" names
 bandwidth; a bottleneck named as the contrast ("and not compute bound") states nothing about it (unstated.py); a
 speedup a new technique of the document claims is not also given to a known technique its sentence names as the means.
+learned-8 (eval/ingest/runs/recall-rules-session35b.md) adds evidence by meaning (explained.py): a sentence of explaining
+form that names no node of the kind its passage is about, nearest by meaning to that passage's first node, is evidence
+for it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import re
 from dataclasses import dataclass, replace
 
 from .claims import Claim, Span, merge_claims
+from .explained import explained, explaining
 from .linking import EntityLinker
 from .loaders import Document
 from .passages import Passage, is_statement, passages
@@ -54,9 +58,9 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-7"
-LEARNED_VERSION = "learned-7"  # learned-6 and the recall rules of session 35 (eval/ingest/runs/recall-rules-session35.md)
-SENSE_VERSION = "sense-5"  # learned-7 and the sense check (sense.py)
+VERSION = "precision-8"
+LEARNED_VERSION = "learned-8"  # learned-7 and evidence by meaning (explained.py, eval/ingest/runs/recall-rules-session35b.md)
+SENSE_VERSION = "sense-6"  # learned-8 and the sense check (sense.py)
 RULES_VERSION = "rules-7"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
@@ -137,8 +141,14 @@ class RuleExtractor:
         topics = self._topics(doc, parts)
         ruled: list[Claim] = []
         weak: list[Claim] = []
+        unnamed: list[tuple[SentenceView, str]] = []  # sentences that may explain their passage's node in other words
+        starts: dict[Span, int] = {}
         for passage, about in zip(parts, self.linker.link(parts)):
             for view, start in self._views(doc, passage, about):
+                node_id = explaining(view, self.linker.kind_of)
+                if node_id is not None:
+                    unnamed.append((view, node_id))
+                    starts[view.span] = start
                 if self.scorer is None:
                     ruled.extend(_stated(self.rules.claims(view), view, doc.title or ""))
                     continue
@@ -146,6 +156,9 @@ class RuleExtractor:
                 weak.extend(_signed(_stated(self.weak_rules.claims(view), view, doc.title or ""), view, topics, start))
         proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
                      for c in self.proposals.claims(doc, parts) if not why_unstated(c, c.evidence.quote, [])]
+        if self.scorer is not None:  # learned-8: evidence from a sentence that explains its passage's node unnamed
+            ruled += [c for view, claim in explained(unnamed, self.linker, self.name, topics.sentences_naming)
+                      for c in _signed(_stated([claim], view, doc.title or ""), view, topics, starts[view.span])]
         ruled += heading_gains(sorted(doc.sections, key=lambda s: s.start), self.linker.mentions, doc.location, self.name)
         # One speedup, one technique: a sentence whose speedup the document's own new technique claims ("MXFP8 GEMMs
         # are accelerated using cuBLAS ..., achieving up to 2x") gives none to a known technique named as its means.
