@@ -77,7 +77,7 @@ def _conditions(graph: nx.MultiDiGraph) -> list[Finding]:
     findings = []
     metrics = {n[1]: d for n, d in graph.nodes(data=True) if d["label"] == "Metric"}
     for node, data in graph.nodes(data=True):
-        if data["label"] != "Condition":
+        if data["label"] != "Condition" or data.get("status") == "proposed":  # proposed by ingest: no metric until review
             continue
         metric = metrics.get(data.get("metric", ""))
         if metric is None:

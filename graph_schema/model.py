@@ -70,7 +70,9 @@ class Condition(Node):
     """A machine-evaluable predicate over one metric; its id is derived from its content.
 
     `in` keeps its list in `values` and every other operator its operand in `value`, so that a
-    query can evaluate any condition without comparing a scalar with a list.
+    query can evaluate any condition without comparing a scalar with a list. A condition ingest
+    read from a requirement clause that no metric states ("the last dimension must be divisible
+    by 128") is `proposed`: it has no metric, only its text, until a reviewer maps it to one.
     """
 
     label: ClassVar[str] = "Condition"
@@ -79,6 +81,7 @@ class Condition(Node):
     value: Scalar | None = None
     values: list[Scalar] | None = None
     text: str = ""  # human-readable form, filled in by `of`
+    status: Status = "accepted"
 
     @model_validator(mode="after")
     def _operand_fits_op(self) -> Condition:
@@ -98,6 +101,12 @@ class Condition(Node):
         text = f"{metric} is true" if op == "is_true" else f"{metric} {op} {value!r}"
         operand = {"values": value} if op == "in" else {"value": value}
         return cls(id=stable_id("cond", metric, op, value), metric=metric, op=op, text=text, **operand)
+
+    @classmethod
+    def proposed(cls, text: str) -> Condition:
+        """A condition named by its clause only, for review: no metric evaluates it."""
+        return cls(id=stable_id("cond", "proposed", text.lower()), metric="", op="is_true", text=text,
+                   status="proposed")
 
 
 class Bottleneck(Node):

@@ -76,7 +76,9 @@ class Claim:
 
 
 def condition_text(cond: Condition) -> str:
-    """A condition in the compact form labels use: `metric op value`."""
+    """A condition in the compact form labels use: `metric op value`; a proposed one by its clause."""
+    if cond.status == "proposed":
+        return f"proposed: {cond.text}"
     if cond.op == "is_true":
         return f"{cond.metric} is_true"
     value = cond.values if cond.op == "in" else cond.value

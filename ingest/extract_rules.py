@@ -47,6 +47,7 @@ from .linking import EntityLinker
 from .loaders import Document
 from .passages import Passage, is_statement, passages
 from .proposals import ProposalFinder
+from .requirements import requirement_claims
 from .relations import PURPOSE, ClaimRules, SentenceView, heading_gains
 from .precision import PRECISION_WEIGHTS, PrecisionModel
 from .sense import SENSE_WEIGHTS, SenseCheck
@@ -143,8 +144,10 @@ class RuleExtractor:
         weak: list[Claim] = []
         unnamed: list[tuple[SentenceView, str]] = []  # sentences that may explain their passage's node in other words
         starts: dict[Span, int] = {}
+        views: list[tuple[SentenceView, int]] = []
         for passage, about in zip(parts, self.linker.link(parts)):
             for view, start in self._views(doc, passage, about):
+                views.append((view, start))
                 node_id = explaining(view, self.linker.kind_of)
                 if node_id is not None:
                     unnamed.append((view, node_id))
@@ -159,6 +162,11 @@ class RuleExtractor:
         if self.scorer is not None:  # learned-8: evidence from a sentence that explains its passage's node unnamed
             ruled += [c for view, claim in explained(unnamed, self.linker, self.name, topics.sentences_naming)
                       for c in _signed(_stated([claim], view, doc.title or ""), view, topics, starts[view.span])]
+            # and a requirement clause no metric states, about a technique of the graph or of this document's proposals
+            proposed = list({c.subject.key: c.subject for c in proposals
+                             if not c.subject.id and c.subject.kind == "Technique"}.values())
+            ruled += [c for view, start in views for c in _signed(_stated(
+                requirement_claims(view, proposed, self.name), view, doc.title or ""), view, topics, start)]
         ruled += heading_gains(sorted(doc.sections, key=lambda s: s.start), self.linker.mentions, doc.location, self.name)
         # One speedup, one technique: a sentence whose speedup the document's own new technique claims ("MXFP8 GEMMs
         # are accelerated using cuBLAS ..., achieving up to 2x") gives none to a known technique named as its means.

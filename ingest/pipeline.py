@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kskill.graph_schema import ingest_queries as iq
+from kskill.graph_schema.model import Condition
 from kskill.graph_schema.store import GraphStore
 
 from .claims import Claim
@@ -181,4 +182,6 @@ def _triple_row(claim: Claim, new: set[str]) -> dict[str, Any]:
     for side, ref in (("subject", claim.subject), ("object", claim.object)):
         if hasattr(ref, "kind") and getattr(ref, "id", "") in new:
             row[f"{side}_proposed"] = {"kind": ref.kind, "name": ref.name, "nearest": list(ref.nearest)}
+    if isinstance(claim.object, Condition) and claim.object.status == "proposed":
+        row["object_proposed"] = {"kind": "Condition", "name": claim.object.text, "nearest": []}
     return row

@@ -178,7 +178,7 @@ def _create_nodes(tx: GraphStore, plan: FilePlan, now: str) -> None:
         if plan.nearest.get(node.id):
             props["nearest"] = plan.nearest[node.id]
         by_label[node.label].append({"id": node.id, "props": props})
-        if isinstance(node, Condition):
+        if isinstance(node, Condition) and node.metric:  # a proposed condition has no metric yet
             measured.append({"start": node.id, "end": node.metric, "props": {"origin": ORIGIN}})
     for label, rows in by_label.items():
         for i in range(0, len(rows), BATCH):
