@@ -33,7 +33,9 @@ bandwidth; a bottleneck named as the contrast ("and not compute bound") states n
 speedup a new technique of the document claims is not also given to a known technique its sentence names as the means.
 learned-8 (eval/ingest/runs/recall-rules-session35b.md) adds evidence by meaning (explained.py): a sentence of explaining
 form that names no node of the kind its passage is about, nearest by meaning to that passage's first node, is evidence
-for it.
+for it; and a requirement clause no metric states (requirements.py: "token group sizes must be multiples of 32", "layers
+too small to benefit from float8"), about a technique the document proposes, is a REQUIRES or FORBIDDEN_WHEN edge to a
+proposed Condition named by the clause.
 """
 
 from __future__ import annotations
