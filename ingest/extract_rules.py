@@ -144,16 +144,14 @@ class RuleExtractor:
         topics = self._topics(doc, parts)
         ruled: list[Claim] = []
         weak: list[Claim] = []
+        views: list[tuple[SentenceView, int]] = []  # every statement, with where it starts in the document
         unnamed: list[tuple[SentenceView, str]] = []  # sentences that may explain their passage's node in other words
-        starts: dict[Span, int] = {}
-        views: list[tuple[SentenceView, int]] = []
         for passage, about in zip(parts, self.linker.link(parts)):
             for view, start in self._views(doc, passage, about):
                 views.append((view, start))
                 node_id = explaining(view, self.linker.kind_of)
                 if node_id is not None:
                     unnamed.append((view, node_id))
-                    starts[view.span] = start
                 if self.scorer is None:
                     ruled.extend(_stated(self.rules.claims(view), view, doc.title or ""))
                     continue
@@ -162,9 +160,10 @@ class RuleExtractor:
         proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
                      for c in self.proposals.claims(doc, parts) if not why_unstated(c, c.evidence.quote, [])]
         if self.scorer is not None:  # learned-8: evidence from a sentence that explains its passage's node unnamed
+            starts = {view.span: start for view, start in views}
             ruled += [c for view, claim in explained(unnamed, self.linker, self.name, topics.sentences_naming)
                       for c in _signed(_stated([claim], view, doc.title or ""), view, topics, starts[view.span])]
-            # and a requirement clause no metric states, about a technique of the graph or of this document's proposals
+            # and a requirement clause no metric states, about a technique this document proposes
             proposed = list({c.subject.key: c.subject for c in proposals
                              if not c.subject.id and c.subject.kind == "Technique"}.values())
             ruled += [c for view, start in views for c in _signed(_stated(
