@@ -113,6 +113,8 @@ ACCEPT_SETTLED_EDGES = (
     "AND coalesce(a.status, 'accepted') = 'accepted' AND coalesce(b.status, 'accepted') = 'accepted' "
     "SET r.status = 'accepted' RETURN count(r) AS edges"
 )
+# A condition ingest proposed from a clause no metric states: it has no metric until someone restates it over one.
+UNMEASURED_CONDITION = "MATCH (c:Condition {id: $id}) WHERE c.status = 'proposed' RETURN c.text AS text"
 SET_EDGE_STATUS = (
     "MATCH (a {id: $start})-[r]->(b {id: $end}) WHERE type(r) = $rel AND r.status = 'proposed' "
     "SET r.status = $status RETURN count(r) AS edges"

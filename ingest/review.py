@@ -44,6 +44,13 @@ def decide_nodes(store: GraphStore, ids: list[str], accept: bool) -> dict[str, A
 
 
 def decide_edge(store: GraphStore, rel: str, start: str, end: str, accept: bool) -> int:
+    """Accept or reject one proposed claim edge. An edge to a condition no metric states (read from a clause such as
+    "the last dimension must be divisible by 128") can be rejected but not accepted: the Planner could never evaluate
+    it, so an accepted REQUIRES would block its technique on every problem."""
+    unmeasured = store.run(iq.UNMEASURED_CONDITION, {"id": end}) if accept else []
+    if unmeasured:
+        raise IngestError(f"condition {end!r} ({unmeasured[0]['text']!r}) names no metric, so the Planner cannot "
+                          "evaluate it: reject the edge, or state the condition over a metric in an engineering note")
     rows = store.write(iq.SET_EDGE_STATUS, {"rel": rel, "start": start, "end": end,
                                             "status": "accepted" if accept else "rejected"})
     count = rows[0]["edges"] if rows else 0

@@ -11,7 +11,7 @@ from kskill.graph_schema import ingest_queries as iq
 from kskill.graph_schema import queries
 from kskill.ingest import writer
 from kskill.ingest.pipeline import IngestOptions, Ingestor
-from kskill.ingest.review import decide_nodes, proposals
+from kskill.ingest.review import decide_edge, decide_nodes, proposals
 from kskill.retrieval import refresh, retriever_for
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
@@ -152,3 +152,14 @@ def test_proposal_listing_query_counts_evidence(store, papers, tmp_path):
     ingestor(store, tmp_path).run([papers / "stream_k_note.md"])
     rows = store.run(iq.LIST_PROPOSALS)
     assert rows[0]["id"] == "stream_k_decomposition" and rows[0]["evidence"] == 1
+
+
+def test_an_edge_to_a_condition_no_metric_states_can_be_rejected_not_accepted(store):
+    store.write("MATCH (t:Technique {id: 'split_k'}) "
+                "CREATE (t)-[:REQUIRES {status: 'proposed'}]->(:Condition {id: 'cond-clause', metric: '', op: 'is_true', "
+                "text: 'last dimension must be divisible by 128', status: 'proposed'})")
+    with pytest.raises(Exception, match="'cond-clause' .*names no metric"):
+        decide_edge(store, "REQUIRES", "split_k", "cond-clause", accept=True)
+    assert decide_edge(store, "REQUIRES", "split_k", "cond-clause", accept=False) == 1
+    rows = store.run("MATCH (:Technique {id: 'split_k'})-[r:REQUIRES]->(:Condition {id: 'cond-clause'}) RETURN r.status AS s")
+    assert rows == [{"s": "rejected"}]
