@@ -113,6 +113,7 @@ PARAMS: dict[str, dict] = {
     "NODES_WITH_STATUS": {"ids": ["kernel_fusion"], "status": "accepted"},
     "SET_NODE_STATUS": {"ids": ["nowhere"], "status": "accepted", "now": "t"},
     "ACCEPT_SETTLED_EDGES": {"ids": ["nowhere"]},
+    "UNMEASURED_CONDITION": {"id": "cond:none"},
     "SET_EDGE_STATUS": {"start": "a", "end": "b", "rel": "REQUIRES", "status": "accepted"},
 }
 # Writes that would empty the graph run last, in their own tests.
