@@ -193,7 +193,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
 # parallelism" is no software pipelining, "collective synchronization overheads" across GPUs no barrier stall.
 OTHER_SENSES: dict[str, re.Pattern[str]] = {node_id: re.compile(pattern, re.I) for node_id, pattern in {
     "software_pipelining": r"pipeline[- ]parallel|pipeline bubbles?|\bpipeline (?:and scheduler )?class|specific pipeline|"
-                           r"pipeline polic",
+                           r"pipeline polic|"
+                           # a hardware unit's pipeline ("ALU pipeline stalls", "the FMA pipe"), not one of loads
+                           r"\b(?:alu|fma|fp(?:16|32|64)|int(?:8|32)?|mio|lsu|math|arithmetic|execution|instruction)s? pipe(?:line)?s?\b",
     "memory_bandwidth": r"\bhost\b|\bpcie\b|\bsdma\b|memory (?:capacity|footprint)|memory consumption",
     "launch_overhead": r"first (?:launch|call|run)\b",
     "barrier_stall": r"collective|all-?reduce|tensor parallel|across (?:gpus|nodes|ranks)",

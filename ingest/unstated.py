@@ -31,7 +31,7 @@ from kskill.graph_schema.model import Condition
 
 from .claims import Claim, EntityRef
 from .lexicon import OTHER_SENSES, Mention
-from .relations import AVOIDING, CAUSE, MEASURE, MEASURE_HEADING, PURPOSE, REMEDY, TIMING, WHEN_TO_APPLY
+from .relations import AVOIDING, BASELINE_BEFORE, CAUSE, MEASURE, MEASURE_HEADING, PURPOSE, REMEDY, TIMING, WHEN_TO_APPLY
 from .statement import in_brackets
 
 POINTS_ELSEWHERE = re.compile(
@@ -47,6 +47,20 @@ POINTS_ELSEWHERE = re.compile(
     r"we[’']?ll (?:examine|look at|see)|(?:[\w-]+/)+[\w-]+\.\w+:\d+|(?<![-\w])[a-z0-9]+(?:-[a-z0-9]+){3,}\b\s*\.?\s*$)", re.I)
 # Slide bullets flattened into one line: an agenda or an outline, not a statement.
 BULLETS = re.compile(r"[❖•▪◦►■➢]|(?<=\s)o(?=\s)")
+# A line ending in a colon that only points at what follows ("This is exactly what the shared memory approach
+# accomplishes:") or is a heading in title case ("Why Higher Occupancy Doesn't Always Help:"); a lead line that
+# says something itself ("set num_stages according to the following rules:") is not one.
+LEAD_LINE = re.compile(r":\s*$")
+POINTS_AHEAD = re.compile(r"^\s*(?:this|that|here)(?: is|'s|’s)\b", re.I)
+
+
+def is_lead_line(text: str) -> bool:
+    """A line ending in a colon that points ahead or is a title-case heading: it states nothing itself."""
+    if not LEAD_LINE.search(text):
+        return False
+    words = [w for w in re.findall(r"[A-Za-z][\w'’-]*", text) if len(w) > 3]
+    title_case = len(words) >= 3 and sum(w[0].isupper() for w in words) >= 0.6 * len(words)
+    return title_case or bool(POINTS_AHEAD.match(text))
 # A lead line that introduces code, a log or a snippet: what follows it says something, not the line itself.
 INTRODUCES_CODE = re.compile(r"\b(?:snippets?|(?:following|below|this|the) code|code (?:below|snippet|example|block)|logs?|"
                              r"loggings?)\b[^.]*:\s*$", re.I)
@@ -101,6 +115,15 @@ CONDITION_AFTER = re.compile(r"^\s+(?:is|are)\s+(?:enabled|used|on|active|applie
 CONTRAST_BEFORE = re.compile(r"\b(?:not|rather than|instead of)\s+(?:(?:a|an|the|very|really|that)\s+)?$", re.I)
 # What a protocol step's sentence or section must speak of besides timing: checking results
 CHECKING = re.compile(r"\b(?:correct\w*|verif\w+|validat\w+|toleran\w+|accura\w+)\b", re.I)
+# A measuring rule is told (should, make sure, it is useful to ...) or explained (what skews or harms a timing); a
+# third person's capability ("users can create a table during warm-up runs", "these parameters can be used to describe
+# the clocks to be tested", "tests can be executed via test.py") or a build's timing ("it records the build times")
+# describes a tool, not how to measure. "You can ..." addresses the reader: a tutorial's instruction.
+PRESCRIBED = re.compile(r"\b(?:should|must|make sure|ensure|always|never|recommend\w*|important|useful|need(?:s|ed)? to|"
+                        r"avoid\w*|do not|don[’']t|before|after|so that|otherwise|affect\w*|harm\w*|skew\w*|distort\w*|"
+                        r"inflat\w+|bias\w*|nois[ey]\w*|mislead\w*|vary|varies|fluctuat\w+|reliab\w+|stabl\w+)\b", re.I)
+CAPABILITY = re.compile(r"\b(?<!you )(?<!we )(?:can|could)\s+(?:be\s+)?\w+", re.I)
+BUILD_TIME = re.compile(r"\b(?:build|compile|compilation|installation)\s+times?\b", re.I)
 
 
 def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozenset[str] = frozenset(),
@@ -126,6 +149,11 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     step = claim.subject
     if step.kind == "ProtocolStep" and step.id and not _about_measuring(text, spans.get(step.id), heading):
         return "no measurement in the sentence or its section"
+    if step.kind == "ProtocolStep" and step.id and claim.relation == "SUPPORTS" and not PRESCRIBED.search(text):
+        if CAPABILITY.search(text):
+            return "what a tool or user can do, not how to measure"
+        if BUILD_TIME.search(text):
+            return "a build's time, not a measurement"
     if claim.relation == "SUPPORTS" and claim.subject.id:
         return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))
     if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
@@ -169,6 +197,9 @@ def in_identifier(text: str, start: int, end: int) -> bool:
 TWO_THINGS = re.compile(r"\s(?:and|&)\s", re.I)
 TRAINING = re.compile(r"\btrain(?:ing|ed)\b", re.I)
 VERB_OR_ADVERB_FIRST = re.compile(r"^(?:\w+ly|use|avoid|add|apply|reduce|increase|manually|try)\b", re.I)
+# Advice in the imperative ("Optimize the bottleneck", "Consider tiling strategies"): what to do, not a named thing
+IMPERATIVE_FIRST = re.compile(r"^(?:consider|optimi[sz]e|focus|make sure|ensure|remember|keep|check|prefer|always|never|"
+                              r"don[’']t|do not)\b", re.I)
 
 
 def _proposal_unnamed(node: EntityRef) -> str:
@@ -182,12 +213,16 @@ def _proposal_unnamed(node: EntityRef) -> str:
         return "a training method, not a kernel technique"
     if node.kind == "Bottleneck" and VERB_OR_ADVERB_FIRST.match(name):
         return "a remedy proposed as a bottleneck"
+    if IMPERATIVE_FIRST.match(name):
+        return "advice in the imperative, not a named thing"
     if node.kind == "ProtocolStep" and len(name.split()) == 1 and name.islower():
         return "one common word proposed as a protocol step"
     return ""
 
 
 def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> str:
+    if is_lead_line(text):
+        return "a lead line: what follows it states, not the line"
     if mention is None:
         return ""  # linked by its heading or by meaning: the rules' bars decide
     if INTRODUCES_CODE.search(text):
@@ -202,6 +237,8 @@ def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> s
         return "named in passing, in a series"
     if in_identifier(text, mention.start, mention.end):
         return "named in code"
+    if node.kind == "Technique" and BASELINE_BEFORE.search(text[:mention.start]):
+        return "named as the baseline of a comparison"
     if node.kind == "Bottleneck" and not BOUND_WORDS.search(text[:mention.start] + " " + text[mention.end:]):
         if MERIT_WORDS.search(text[:mention.start]):
             return "a figure of merit"

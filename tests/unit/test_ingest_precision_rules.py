@@ -1,0 +1,101 @@
+"""The precision rules of learned-9 (ingest/unstated.py, lexicon.OTHER_SENSES, relations._gains): each error class
+judged on heldout11 (eval/ingest/runs/precision-rules-session35c.md), on small documents written for the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from kskill.graph_schema.skillbase import read_builtin
+from kskill.ingest.claims import Claim, EntityRef, Span
+from kskill.ingest.lexicon import Lexicon
+from kskill.ingest.unstated import why_unstated
+
+
+def _nodes() -> list[dict]:
+    payload = read_builtin().payload
+    return [{"id": n.id, "kind": n.label, "name": n.name, "description": n.description}
+            for (label, _), n in payload.nodes.items() if label in ("Bottleneck", "Technique", "ProtocolStep")]
+
+
+@pytest.fixture(scope="module")
+def lexicon() -> Lexicon:
+    return Lexicon(_nodes())
+
+
+@pytest.fixture(scope="module")
+def rules():
+    from kskill.ingest.extract_rules import RuleExtractor, RuleSettings
+    from kskill.ingest.linking import EntityLinker
+
+    return RuleExtractor(EntityLinker(_nodes(), [], None), RuleSettings(learned=False))
+
+
+def _gains(rules, tmp_path, text: str) -> list[tuple[str, float]]:
+    from kskill.ingest.loaders import load_document
+
+    path = tmp_path / "doc.md"
+    path.write_text(text)
+    return [(c.subject.id, c.gain) for c in rules.extract(load_document(path)) if c.relation == "GAIN"]
+
+
+def evidence(node: str, kind: str) -> Claim:
+    return Claim(EntityRef(kind, node), "SUPPORTS", None, 0.7, Span("", ""), "rules")
+
+
+def reason(lexicon: Lexicon, claim: Claim, text: str, heading: str = "") -> str:
+    return why_unstated(claim, text, lexicon.mentions(text), heading=heading)
+
+
+@pytest.mark.parametrize("text, why", [
+    ("Users can create a table of kernels during warm-up runs.", "what a tool or user can do, not how to measure"),
+    ("These options can be used to list the clocks to be tested.", "what a tool or user can do, not how to measure"),
+    ("The script builds the benchmarks itself, because it records the build times.", "a build's time, not a measurement"),
+])
+def test_a_protocol_step_needs_a_measuring_rule_not_a_tools_description(lexicon, text, why):
+    assert reason(lexicon, evidence("measure_warmup", "ProtocolStep"), text, heading="Benchmarks") == why
+
+
+@pytest.mark.parametrize("text", [
+    "Run a few warm-up iterations before timing, so that caches and clocks settle.",
+    "It is often useful to restrict profiling to a few steps after warm-up.",
+    "You can time the kernel with CUDA events after a warm-up run.",
+    "Reduced clock speeds harm the relative speedups of other kernels.",
+])
+def test_a_told_or_explained_measuring_rule_is_evidence(lexicon, text):
+    assert reason(lexicon, evidence("measure_warmup", "ProtocolStep"), text, heading="Benchmarks") == ""
+
+
+def test_a_hardware_units_pipeline_is_no_software_pipelining(lexicon):
+    stalls = "Compute-intensive kernels need latency hiding for ALU pipeline stalls."
+    assert reason(lexicon, evidence("software_pipelining", "Technique"), stalls) == "another sense of the node's name"
+    loads = "A multi-stage pipeline of shared memory loads hides the latency of global memory."
+    assert reason(lexicon, evidence("software_pipelining", "Technique"), loads) == ""
+
+
+@pytest.mark.parametrize("lead", ["This is exactly what tiling into shared memory accomplishes:",
+                                  "Why Higher Occupancy Doesn't Always Help:"])
+def test_a_lead_line_that_points_ahead_or_is_a_heading_is_no_evidence(lexicon, lead):
+    assert reason(lexicon, evidence("increase_occupancy", "Technique"), lead) == \
+        "a lead line: what follows it states, not the line"
+
+
+def test_a_lead_line_that_says_something_itself_stays(lexicon):
+    text = "On AMD accelerators, set num_stages according to the following rules:"
+    assert reason(lexicon, evidence("software_pipelining", "Technique"), text) == ""
+
+
+@pytest.mark.parametrize("name, kind", [("Optimize the bottleneck", "Bottleneck"),
+                                        ("Consider tiling strategies", "Technique")])
+def test_advice_in_the_imperative_is_no_proposal(name, kind):
+    claim = Claim(EntityRef(kind, "", name), "SUPPORTS", None, 0.6, Span("", ""), "rules")
+    assert why_unstated(claim, "", []) == "advice in the imperative, not a named thing"
+
+
+def test_the_baseline_of_a_comparison_gains_nothing(rules, tmp_path):
+    text = "# Results\n\nCompared to the unfused style using cuBLAS GEMMs, we improve performance by 1.5x.\n"
+    assert _gains(rules, tmp_path, text) == []
+
+
+def test_a_technique_named_as_the_baseline_gets_no_evidence(lexicon):
+    text = "Compared to the unfused style using cuBLAS GEMMs, we improve performance by 1.5x."
+    assert reason(lexicon, evidence("vendor_library", "Technique"), text) == "named as the baseline of a comparison"
