@@ -9,8 +9,8 @@ Every document goes through the real pipeline (embedded FalkorDB in a temporary 
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
 - eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout12` is the held-out
   half, never tuned on, `heldout13` a reserve batch never run; `tune` and `heldout2` to `heldout11` are tune material;
-  documents kept outside the repository, listed in corpus/SOURCES.md, are read from `--extra-corpus DIR`), the source metadata,
-  whether each document whose subject the built-in base has gave it
+  documents kept outside the repository, listed in corpus/SOURCES.md, are read from `--extra-corpus DIR`), the source
+  metadata, whether each document whose subject the built-in base has gave it
   evidence, and a seeded random sample of extracted items with their supporting sentences, for a
   person to judge precision (a correct item an expert did not list is not an error).
 - the development set (../shared/corpus, labels.yaml): precision and recall of claim triples.
