@@ -146,6 +146,13 @@ class RuleExtractor:
         see with low bars (with the proposals too), each carrying its signals."""
         parts = passages(doc)
         topics = self._topics(doc, parts)
+        title = doc.title or ""
+
+        def stated(claims: list[Claim], view: SentenceView, start: int) -> list[Claim]:
+            """The claims one sentence may state (unstated.py), with their signals when a scorer will read them."""
+            kept = _stated(claims, view, title)
+            return kept if self.scorer is None else _signed(kept, view, topics, start)
+
         ruled: list[Claim] = []
         weak: list[Claim] = []
         views: list[tuple[SentenceView, int]] = []  # every statement, with where it starts in the document
@@ -156,27 +163,27 @@ class RuleExtractor:
                 node_id = explaining(view, self.linker.kind_of)
                 if node_id is not None:
                     unnamed.append((view, node_id))
-                if self.scorer is None:
-                    ruled.extend(_stated(self.rules.claims(view), view, doc.title or ""))
-                    continue
-                ruled.extend(_signed(_stated(self.rules.claims(view), view, doc.title or ""), view, topics, start))
-                weak.extend(_signed(_stated(self.weak_rules.claims(view), view, doc.title or ""), view, topics, start))
+                ruled.extend(stated(self.rules.claims(view), view, start))
+                if self.scorer is not None:
+                    weak.extend(stated(self.weak_rules.claims(view), view, start))
         proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
                      for c in self.proposals.claims(doc, parts) if not why_unstated(c, c.evidence.quote, [])]
         if self.scorer is not None:  # learned-8: evidence from a sentence that explains its passage's node unnamed
             starts = {view.span: start for view, start in views}
             ruled += [c for view, claim in explained(unnamed, self.linker, self.name, topics.sentences_naming)
-                      for c in _signed(_stated([claim], view, doc.title or ""), view, topics, starts[view.span])]
+                      for c in stated([claim], view, starts[view.span])]
             # and a requirement clause no metric states, about a technique this document proposes
             proposed = list({c.subject.key: c.subject for c in proposals
                              if not c.subject.id and c.subject.kind == "Technique"}.values())
-            ruled += [c for view, start in views for c in _signed(_stated(
-                requirement_claims(view, proposed, self.name), view, doc.title or ""), view, topics, start)]
-        ruled += heading_gains(sorted(doc.sections, key=lambda s: s.start), self.linker.mentions, doc.location, self.name)
+            ruled += [c for view, start in views
+                      for c in stated(requirement_claims(view, proposed, self.name), view, start)]
+        sections = sorted(doc.sections, key=lambda s: s.start)
+        ruled += heading_gains(sections, self.linker.mentions, doc.location, self.name)
         # One speedup, one technique: a sentence whose speedup the document's own new technique claims ("MXFP8 GEMMs
         # are accelerated using cuBLAS ..., achieving up to 2x") gives none to a known technique named as its means.
         claimed = {c.evidence.quote for c in proposals if c.relation == "GAIN"}
-        ruled, weak = ([c for c in group if c.relation != "GAIN" or c.evidence.quote not in claimed] for group in (ruled, weak))
+        ruled, weak = ([c for c in group if c.relation != "GAIN" or c.evidence.quote not in claimed]
+                       for group in (ruled, weak))
         if self.scorer is not None:
             ruled, weak, proposals = self._with_similarity(ruled, weak, proposals)
         return ruled + proposals, weak + proposals

@@ -61,6 +61,8 @@ def is_lead_line(text: str) -> bool:
     words = [w for w in re.findall(r"[A-Za-z][\w'’-]*", text) if len(w) > 3]
     title_case = len(words) >= 3 and sum(w[0].isupper() for w in words) >= 0.6 * len(words)
     return title_case or bool(POINTS_AHEAD.match(text))
+
+
 # A lead line that introduces code, a log or a snippet: what follows it says something, not the line itself.
 INTRODUCES_CODE = re.compile(r"\b(?:snippets?|(?:following|below|this|the) code|code (?:below|snippet|example|block)|logs?|"
                              r"loggings?)\b[^.]*:\s*$", re.I)
