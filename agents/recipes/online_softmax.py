@@ -16,6 +16,8 @@ from kskill.agents.recipes.graph import Graph, Node
 from kskill.agents.recipes.matching import first_operand, is_float, normalise_dims, prq
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
+from kskill.agents.recipes.templates.exchange import (
+    SIZES, fallback, gather, publish, row_exchange, spin_expr, workspace)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -50,6 +52,8 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
         body += io.store_result("y", "offs", "mask")
         doc = "one row per program, held in registers: one read, one write"
         grid = f"({p_},)"
+    elif q_ == 1 and exchange_split(r_, params) is not None:
+        return _exchange_unit(name, region, io, exchange_split(r_, params))
     elif q_ == 1:
         load1, x1 = io.load_input("offs", "mask", "float('-inf')")
         load2, x2 = io.load_input("offs", "mask", "float('-inf')")
@@ -85,6 +89,48 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
     launcher = io.launcher(name, grid, f"R={r_}, Q={q_}",
                            launch_opts=f"BLOCK_R={p['BLOCK_R']}, BLOCK_Q={block_q}, num_warps={p['num_warps']}")
     return io.unit(name, kernel, launcher, {"BLOCK_R": p["BLOCK_R"], "BLOCK_Q": block_q, "num_warps": p["num_warps"]})
+
+def exchange_split(r: int, params: dict[str, Any]) -> tuple[int, int, int] | None:
+    """(SPLIT, BLOCK_R, num_warps) of the exchange form for rows of `r`, or None where rows keep the
+    two-read form (templates/exchange.py's bounds; an explicit BLOCK_R keeps it too, as it did before)."""
+    return row_exchange(r) if "BLOCK_R" not in params else None
+
+
+def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int, int]) -> KernelUnit:
+    """A long row split over SPLIT adjacent programs, each holding its chunk in registers: chunk max and
+    normaliser exchanged (templates/exchange.py), then each program writes its chunk. One read."""
+    p_, r_, _ = region.extra["view"]
+    n_split, block, warps = split
+    neg = "float('-inf')"
+    load, x = io.load_input("offs", "mask", neg)
+    again, x_j = io.load_input("offs_j", "mask_j", neg, var="x_j", prefix="q")
+    body = [f"pid = {program_id(0, io.wide)}", "row = pid // SPLIT",
+            "cols = (pid % SPLIT) * BLOCK_R + tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"]
+    body += load + [f"x = tl.where(mask, {x}, {neg})", "m_t = tl.max(x, axis=0)",
+                    f"l_t = tl.sum(tl.where(mask, tl.exp(x - tl.where(m_t == {neg}, 0.0, m_t)), 0.0), axis=0)"]
+    body += publish("m_t", "l_t") + gather("row")
+    body += [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
+             f"safe = tl.where(big == {neg}, 0.0, big)",
+             "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
+    body += fallback(["cols_j = j * BLOCK_R + tl.arange(0, BLOCK_R)", "offs_j = row * R + cols_j",
+                      "mask_j = cols_j < R"] + again + [
+        f"x_j = tl.where(mask_j, {x_j}, {neg})", "m_j = tl.max(x_j, axis=0)",
+        f"l_j = tl.sum(tl.where(mask_j, tl.exp(x_j - tl.where(m_j == {neg}, 0.0, m_j)), 0.0), axis=0)",
+        "big_j = tl.maximum(big, m_j)", f"safe = tl.where(big_j == {neg}, 0.0, big_j)",
+        "norm = norm * tl.exp(big - safe) + l_j * tl.exp(m_j - safe)", "big = big_j"])
+    body += [f"safe = tl.where(big == {neg}, 0.0, big)", f"y = {_out(region.extra['log'], 'x', 'safe', 'norm')}"]
+    body += io.store_result("y", "offs", "mask")
+    kind = "log_softmax" if region.extra["log"] else "softmax"
+    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
+              f'    """{kind}: a row over SPLIT programs, chunk statistics exchanged; one read, one write."""\n'
+              f"{indent(body, 4)}\n")
+    first = io.operand_names()[0]
+    before = [workspace(first, str(p_ * n_split)), f"spin = {spin_expr(first)}"]
+    consts = f"R={r_}, SPLIT={n_split}, SPLIT_P2={next_pow2(n_split)}, BLOCK_R={block}"
+    launcher = io.launcher(name, f"({p_ * n_split},)", consts, body_before=before, extra_args=["ws", "spin"],
+                           launch_opts=f"num_warps={warps}")
+    return io.unit(name, kernel, launcher, {"BLOCK_R": block, "SPLIT": n_split, "num_warps": warps})
+
 
 def softmax_region(node: Node, graph: Graph) -> Region | None:
     if node.op not in ("softmax", "log_softmax") or not is_float(node) or node.attrs.get("dtype"):

@@ -28,6 +28,8 @@ CASES = {
                          ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
     "softmax": (["online_softmax"], "torch.softmax(x, dim=-1)", ["(BIG // 2048, 2048)"]),
     "layer_norm": (["fused_normalization"], "self.norm(x)", ["(BIG // 2048, 2048)"]),
+    "softmax_exchange": (["online_softmax"], "torch.softmax(x, dim=-1)", ["(BIG // 65536 + 1, 65536)"]),
+    "group_norm_exchange": (["fused_normalization"], "self.gn(x)", ["(BIG // (64 * 64 * 64) + 1, 64, 64, 64)"]),
     "batch_norm": (["fused_normalization"], "self.bn(x)", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
     "scan": (["fused_scan"], "torch.cumsum(x, dim=1)", ["(BIG // 8192, 8192)"]),
     # global pooling: the output is tiny, the input is not (the case that once read out of bounds)

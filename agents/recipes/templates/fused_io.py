@@ -74,15 +74,17 @@ class FusedIO:
         shapes += [n.shape for n in self.outputs()]
         return wide_index(*shapes)
 
-    def load_input(self, offs: str, mask: str, other: str = "0.0") -> tuple[list[str], str]:
-        """Statements giving the anchor's input value at `offs` (fp32)."""
+    def load_input(self, offs: str, mask: str, other: str = "0.0", var: str = "x",
+                   prefix: str = "p") -> tuple[list[str], str]:
+        """Statements giving the anchor's input value at `offs` (fp32): named `var`, or with a prologue, its
+        last variable (all of them named `prefix`...), so that a second load can keep the first one's value."""
         r = self.region
         if r.prologue is not None:
-            em = emit_body(r.prologue, self.graph, self.ptrs, offs, mask, perm=self.perm, prefix="p")
+            em = emit_body(r.prologue, self.graph, self.ptrs, offs, mask, perm=self.perm, prefix=prefix)
             value = em.var_of[r.prologue.outputs[0]]
             return em.lines, value
         ptr = self.ptrs[operand_key(r.extra["prologue_operand"])]
-        return [f"x = tl.load({ptr} + {offs}, mask={mask}, other={other}).to(tl.float32)"], "x"
+        return [f"{var} = tl.load({ptr} + {offs}, mask={mask}, other={other}).to(tl.float32)"], var
 
     def outputs(self) -> list[Node]:
         r = self.region

@@ -1,0 +1,84 @@
+"""Programs that share a row: each holds one chunk in registers, and they exchange chunk statistics.
+
+A row too long for one program's registers (a softmax over 400K columns, an instance norm over
+512 x 512) is split SPLIT ways, one chunk of BLOCK_R elements per program, with the programs of a
+row adjacent in launch order. Each program loads its chunk once, reduces it to two numbers (max and
+normaliser, or mean and M2), publishes them, reads its siblings' and writes its chunk from the
+registers it loaded: the row is read once and written once, where a statistics pass and a
+normalising pass read it twice.
+
+Publishing is one 64-bit atomic exchange of the two fp32 numbers packed together into a slot of a
+workspace the launcher fills with -1 (no fp32 pair packs to all ones but a NaN pair, which the
+fallback below recomputes to the same NaN). A reader loads its row's slots with volatile loads,
+so it sees either -1 or the whole pair, never half of one.
+
+No program ever waits without bound: after SPIN polls, a sibling still unpublished (not resident
+yet, or never: a GPU shared with other work, the Triton interpreter, which runs programs one at a
+time) has its chunk read and reduced by the waiting program itself. The result is the same; only
+time is lost. The recipes keep SPLIT well under the GPU's resident programs so that on a GPU of
+its own a row's programs run together and the fallback stays idle.
+"""
+
+from __future__ import annotations
+
+from kskill.agents.recipes.templates.common import next_pow2
+
+EMPTY = -1  # an unpublished slot
+SPIN_GPU = 4096  # polls before a waiting program reads a sibling's chunk itself
+SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
+
+
+MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident at these chunk sizes
+CHUNKS = (4096, 8192)  # fp32 elements a program holds; num_warps = chunk // 2048
+
+
+def row_exchange(r: int) -> tuple[int, int, int] | None:
+    """(SPLIT, BLOCK_R, num_warps) for rows of `r` elements, or None when a row needs more than MAX_SPLIT
+    of the largest chunk, or fits in one. On the H200 (eval/runs/push-h200-s36/NOTES.md) chunks of 4096-8192 with 2-4 warps
+    were fastest; larger chunks, with fewer programs resident, lost to the two-read form."""
+    block = max(CHUNKS[0], next_pow2(-(-r // MAX_SPLIT)))
+    if block > CHUNKS[-1] or r <= block:
+        return None
+    return -(-r // block), block, max(1, block // 2048)
+
+
+def spin_expr(tensor: str) -> str:
+    """Launcher text for the poll bound."""
+    return f"{SPIN_INTERPRETER} if {tensor}.device.type == 'cpu' else {SPIN_GPU}"
+
+
+def workspace(tensor: str, slots: str) -> str:
+    """Launcher statement allocating the slots, every one unpublished."""
+    return f"ws = torch.full(({slots},), {EMPTY}, device={tensor}.device, dtype=torch.int64)"
+
+
+def publish(a: str, b: str) -> list[str]:
+    """Kernel lines packing the fp32 scalars `a` (high half) and `b` into this program's slot."""
+    return [f"packed = ({a}.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | "
+            f"{b}.to(tl.uint32, bitcast=True).to(tl.uint64)",
+            "tl.atomic_xchg(ws_ptr + pid, packed.to(tl.int64, bitcast=True), sem='release')"]
+
+
+def gather(row: str) -> list[str]:
+    """Kernel lines reading the SPLIT slots of `row`, polling up to SPIN times while any is unpublished.
+    Defines `ks` (chunk indices, SPLIT_P2 lanes), `ok` (published), `lost` (still unpublished), `missing`
+    (how many), and the unpacked `a_k`, `b_k` (garbage where not `ok`)."""
+    load = f"got = tl.load(ws_ptr + {row} * SPLIT + ks, mask=ks < SPLIT, other=0, volatile=True)"
+    count = f"missing = tl.sum(((ks < SPLIT) & (got == {EMPTY})).to(tl.int32), axis=0)"
+    return ["ks = tl.arange(0, SPLIT_P2)", load, count, "spins = 0",
+            "while (missing > 0) & (spins < SPIN):", "    " + load, "    " + count, "    spins += 1",
+            f"lost = (ks < SPLIT) & (got == {EMPTY})", f"ok = (ks < SPLIT) & (got != {EMPTY})",
+            "bits = got.to(tl.uint64, bitcast=True)",
+            "a_k = (bits >> 32).to(tl.uint32).to(tl.float32, bitcast=True)",
+            "b_k = (bits & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)"]
+
+
+def fallback(reduce_chunk: list[str]) -> list[str]:
+    """Kernel lines running `reduce_chunk` (which reads chunk `j` of the row and merges it into the
+    running statistics) for every sibling that never published."""
+    return ["if missing > 0:", "    for j in range(0, SPLIT):",
+            "        if tl.sum(((ks == j) & lost).to(tl.int32), axis=0) > 0:"] + [
+        "            " + line for line in reduce_chunk]
+
+
+SIZES = "R: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr"

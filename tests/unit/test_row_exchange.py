@@ -1,0 +1,66 @@
+"""The row exchange form (templates/exchange.py): a long row split over adjacent programs that each hold
+one chunk in registers and exchange chunk statistics, for softmax and the row norms.
+
+Under the interpreter programs run one at a time, so every program but a row's last finds siblings that
+never published and reads their chunks itself: these tests check that path against PyTorch, and the
+generated kernel for what the GPU runs (publishing, bounded polling)."""
+
+import pytest
+import torch
+from recipe_support import check, load, problem
+
+from kskill.agents.recipes import build_candidate
+from kskill.agents.recipes.templates import exchange
+
+
+def _softmax(fn: str, shape: tuple[int, ...], scale: str = "x * 2.0") -> str:
+    return problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return torch.{fn}({scale}, dim=-1)\n",
+                   f"[torch.randn{shape} * 4]")
+
+
+@pytest.mark.parametrize("fn, shape", [("softmax", (3, 20000)), ("log_softmax", (2, 9000))])
+def test_softmax_rows_split_over_programs_match_pytorch(fn, shape):
+    cand = check(_softmax(fn, shape), ["online_softmax", "kernel_fusion"])
+    assert "tl.atomic_xchg(ws_ptr + pid" in cand.source and "while (missing > 0) & (spins < SPIN)" in cand.source
+    split = -(-shape[-1] // 4096)
+    assert f"SPLIT={split}, SPLIT_P2=" in cand.source, "4096-element chunks for rows this long"
+
+
+def test_a_chunk_of_minus_infinity_gives_no_nan():
+    """A masked row (a chunk of -inf, as an attention mask leaves it): its chunk has max -inf and weight 0."""
+    x = torch.randn(2, 12288)
+    x[:, :4096] = float("-inf")
+    want = torch.softmax(x, dim=-1)
+    cand = build_candidate(problem("class Model(nn.Module):\n    def forward(self, x):\n"
+                                   "        return torch.softmax(x, dim=-1)\n", "[torch.randn(2, 12288)]"),
+                           ["online_softmax"])
+    got = load(cand.source)["ModelNew"]()(x)
+    assert "SPLIT=3," in cand.source
+    assert not torch.isnan(got).any()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("module, shape", [("nn.InstanceNorm2d(3, affine=True)", (2, 3, 100, 130)),
+                                           ("nn.GroupNorm(2, 4)", (2, 4, 70, 90)),
+                                           ("nn.LayerNorm((6, 2000))", (3, 6, 2000))])
+def test_norm_rows_split_over_programs_match_pytorch(module, shape):
+    ctor = (f"    def __init__(self):\n        super().__init__()\n        self.n = {module}\n"
+            "        with torch.no_grad():\n"
+            "            for p in self.n.parameters():\n                p.copy_(torch.randn_like(p))\n")
+    src = problem(f"class Model(nn.Module):\n{ctor}    def forward(self, x):\n        return torch.relu(self.n(x))\n",
+                  f"[torch.rand{shape} * 3 + 1]")
+    cand = check(src, ["fused_normalization", "kernel_fusion"])
+    assert "ws_ptr" in cand.source and "_stats[" not in cand.source, "one kernel, no statistics launch"
+
+
+def test_split_bounds():
+    assert exchange.row_exchange(4096) is None, "a row one chunk holds needs no exchange"
+    assert exchange.row_exchange(20000) == (5, 4096, 2)
+    assert exchange.row_exchange(393216) == (48, 8192, 4)
+    assert exchange.row_exchange(exchange.MAX_SPLIT * 8192) == (exchange.MAX_SPLIT, 8192, 4)
+    assert exchange.row_exchange(exchange.MAX_SPLIT * 8192 + 1) is None, "longer rows keep the two-read forms"
+
+
+def test_rows_too_long_keep_the_two_read_forms():
+    cand = build_candidate(_softmax("softmax", (2, exchange.MAX_SPLIT * 8192 + 1), "x"), ["online_softmax"])
+    assert "ws_ptr" not in cand.source and "m_new" in cand.source
