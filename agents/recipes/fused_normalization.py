@@ -132,7 +132,8 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     for key in ("weight", "bias"):
         if region.extra.get(key) is not None:
             io.add(region.extra[key])
-    exchange = row_exchange(r_) if r_ > MAX_PERSISTENT and not {"BLOCK_R", "SPLIT"} & set(params) else None
+    chosen = params.get("row_exchange", True) and not {"BLOCK_R", "SPLIT"} & set(params)  # the variant, or tuning
+    exchange = row_exchange(r_) if r_ > MAX_PERSISTENT and chosen else None
     if exchange is not None:
         return _exchange_unit(name, region, io, exchange)
     if p["SPLIT"] > 1 and r_ > p["BLOCK_R"]:

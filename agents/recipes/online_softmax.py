@@ -92,8 +92,11 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
 
 def exchange_split(r: int, params: dict[str, Any]) -> tuple[int, int, int] | None:
     """(SPLIT, BLOCK_R, num_warps) of the exchange form for rows of `r`, or None where rows keep the
-    two-read form (templates/exchange.py's bounds; an explicit BLOCK_R keeps it too, as it did before)."""
-    return row_exchange(r) if "BLOCK_R" not in params else None
+    two-read form: outside templates/exchange.py's bounds, with an explicit BLOCK_R, or as the
+    technique's two_reads variant chooses (`row_exchange` false)."""
+    if "BLOCK_R" in params or not params.get("row_exchange", True):
+        return None
+    return row_exchange(r)
 
 
 def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int, int]) -> KernelUnit:

@@ -64,3 +64,15 @@ def test_split_bounds():
 def test_rows_too_long_keep_the_two_read_forms():
     cand = build_candidate(_softmax("softmax", (2, exchange.MAX_SPLIT * 8192 + 1), "x"), ["online_softmax"])
     assert "ws_ptr" not in cand.source and "m_new" in cand.source
+
+
+@pytest.mark.parametrize("technique, body, shape", [
+    ("online_softmax", "torch.softmax(x, dim=-1)", (2, 20000)),
+    ("fused_normalization", "self.n(x)", (2, 3, 100, 130))])
+def test_the_two_reads_variant_keeps_the_row_in_one_program(technique, body, shape):
+    ctor = "    def __init__(self):\n        super().__init__()\n        self.n = nn.InstanceNorm2d(3)\n"
+    src = problem(f"class Model(nn.Module):\n{ctor}    def forward(self, x):\n        return {body}\n",
+                  f"[torch.rand{shape}]")
+    assert "ws_ptr" in build_candidate(src, [technique], {"row_exchange": True}).source
+    cand = check(src, [technique], {"row_exchange": False})
+    assert "ws_ptr" not in cand.source
