@@ -29,7 +29,7 @@ from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, TILE_STATS, b
 from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.exchange import (
-    SIZES, fallback, gather, publish, row_exchange, spin_expr, workspace)
+    chunk_lines, exchange_unit, fallback, gather, publish, row_exchange)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -178,32 +178,22 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
     """A long row split over SPLIT adjacent programs, each holding its chunk in registers: chunk mean and
     M2 exchanged (templates/exchange.py) and Chan-merged, then each program normalises its chunk. One read."""
     p_, r_, _ = region.extra["view"]
-    n_split, block, warps = split
     load, x = io.load_input("offs", "mask")
     again, x_j = io.load_input("offs_j", "mask_j", var="x_j", prefix="q")
-    body = [f"pid = {program_id(0, io.wide)}", "row = pid // SPLIT",
-            "cols = (pid % SPLIT) * BLOCK_R + tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"]
+    body = chunk_lines(program_id(0, io.wide))
     body += load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t") + gather("row")
     body += ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
              "count = tl.sum(n_k, axis=0)",
              "mean = tl.sum(n_k * tl.where(ok, a_k, 0.0), axis=0) / tl.maximum(count, 1.0)",
              "m2 = tl.sum(tl.where(ok, b_k + n_k * (a_k - mean) * (a_k - mean), 0.0), axis=0)"]
-    body += fallback(["cols_j = j * BLOCK_R + tl.arange(0, BLOCK_R)", "offs_j = row * R + cols_j",
-                      "mask_j = cols_j < R"] + again + [
+    body += fallback(again + [
         f"x_j = tl.where(mask_j, {x_j}, 0.0)", "n_t = tl.sum(mask_j.to(tl.float32), axis=0)",
         "mean_t = tl.sum(x_j, axis=0) / tl.maximum(n_t, 1.0)",
         "m2_t = tl.sum(tl.where(mask_j, (x_j - mean_t) * (x_j - mean_t), 0.0), axis=0)"] + CHAN_MERGE)
     body += [f"y = (x - mean) * tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + _affine(io, region, "y")
     body += io.store_result("y", "offs", "mask")
-    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
-              f'    """{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."""\n'
-              f"{indent(body, 4)}\n")
-    first = io.operand_names()[0]
-    before = [workspace(first, str(p_ * n_split)), f"spin = {spin_expr(first)}"]
-    consts = f"R={r_}, SPLIT={n_split}, SPLIT_P2={next_pow2(n_split)}, BLOCK_R={block}"
-    launcher = io.launcher(name, f"({p_ * n_split},)", consts, body_before=before, extra_args=["ws", "spin"],
-                           launch_opts=f"num_warps={warps}")
-    return io.unit(name, kernel, launcher, {"BLOCK_R": block, "SPLIT": n_split, "num_warps": warps})
+    doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."
+    return exchange_unit(name, io, p_, r_, split, body, doc)
 
 
 def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) -> KernelUnit:

@@ -17,7 +17,7 @@ from kskill.agents.recipes.matching import first_operand, is_float, normalise_di
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.exchange import (
-    SIZES, fallback, gather, publish, row_exchange, spin_expr, workspace)
+    chunk_lines, exchange_unit, fallback, gather, publish, row_exchange)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -103,20 +103,17 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
     """A long row split over SPLIT adjacent programs, each holding its chunk in registers: chunk max and
     normaliser exchanged (templates/exchange.py), then each program writes its chunk. One read."""
     p_, r_, _ = region.extra["view"]
-    n_split, block, warps = split
     neg = "float('-inf')"
     load, x = io.load_input("offs", "mask", neg)
     again, x_j = io.load_input("offs_j", "mask_j", neg, var="x_j", prefix="q")
-    body = [f"pid = {program_id(0, io.wide)}", "row = pid // SPLIT",
-            "cols = (pid % SPLIT) * BLOCK_R + tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"]
+    body = chunk_lines(program_id(0, io.wide))
     body += load + [f"x = tl.where(mask, {x}, {neg})", "m_t = tl.max(x, axis=0)",
                     f"l_t = tl.sum(tl.where(mask, tl.exp(x - tl.where(m_t == {neg}, 0.0, m_t)), 0.0), axis=0)"]
     body += publish("m_t", "l_t") + gather("row")
     body += [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
              f"safe = tl.where(big == {neg}, 0.0, big)",
              "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
-    body += fallback(["cols_j = j * BLOCK_R + tl.arange(0, BLOCK_R)", "offs_j = row * R + cols_j",
-                      "mask_j = cols_j < R"] + again + [
+    body += fallback(again + [
         f"x_j = tl.where(mask_j, {x_j}, {neg})", "m_j = tl.max(x_j, axis=0)",
         f"l_j = tl.sum(tl.where(mask_j, tl.exp(x_j - tl.where(m_j == {neg}, 0.0, m_j)), 0.0), axis=0)",
         "big_j = tl.maximum(big, m_j)", f"safe = tl.where(big_j == {neg}, 0.0, big_j)",
@@ -124,15 +121,8 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
     body += [f"safe = tl.where(big == {neg}, 0.0, big)", f"y = {_out(region.extra['log'], 'x', 'safe', 'norm')}"]
     body += io.store_result("y", "offs", "mask")
     kind = "log_softmax" if region.extra["log"] else "softmax"
-    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
-              f'    """{kind}: a row over SPLIT programs, chunk statistics exchanged; one read, one write."""\n'
-              f"{indent(body, 4)}\n")
-    first = io.operand_names()[0]
-    before = [workspace(first, str(p_ * n_split)), f"spin = {spin_expr(first)}"]
-    consts = f"R={r_}, SPLIT={n_split}, SPLIT_P2={next_pow2(n_split)}, BLOCK_R={block}"
-    launcher = io.launcher(name, f"({p_ * n_split},)", consts, body_before=before, extra_args=["ws", "spin"],
-                           launch_opts=f"num_warps={warps}")
-    return io.unit(name, kernel, launcher, {"BLOCK_R": block, "SPLIT": n_split, "num_warps": warps})
+    doc = f"{kind}: a row over SPLIT programs, chunk statistics exchanged; one read, one write."
+    return exchange_unit(name, io, p_, r_, split, body, doc)
 
 
 def softmax_region(node: Node, graph: Graph) -> Region | None:

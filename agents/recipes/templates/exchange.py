@@ -21,8 +21,15 @@ its own a row's programs run together and the fallback stays idle.
 
 from __future__ import annotations
 
-from kskill.agents.recipes.templates.common import next_pow2
+from typing import TYPE_CHECKING
 
+from kskill.agents.recipes.templates.common import indent, next_pow2
+
+if TYPE_CHECKING:
+    from kskill.agents.recipes.templates.fused_io import FusedIO
+    from kskill.agents.recipes.templates.unit import KernelUnit
+
+SIZES = "R: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr"
 EMPTY = -1  # an unpublished slot
 SPIN_GPU = 4096  # polls before a waiting program reads a sibling's chunk itself
 SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
@@ -42,14 +49,26 @@ def row_exchange(r: int) -> tuple[int, int, int] | None:
     return -(-r // block), block, max(1, block // 2048)
 
 
-def spin_expr(tensor: str) -> str:
-    """Launcher text for the poll bound."""
-    return f"{SPIN_INTERPRETER} if {tensor}.device.type == 'cpu' else {SPIN_GPU}"
+def chunk_lines(pid: str) -> list[str]:
+    """Kernel lines placing this program: its `row`, its chunk's `cols`, `offs` and `mask`."""
+    return [f"pid = {pid}", "row = pid // SPLIT", "cols = (pid % SPLIT) * BLOCK_R + tl.arange(0, BLOCK_R)",
+            "offs = row * R + cols", "mask = cols < R"]
 
 
-def workspace(tensor: str, slots: str) -> str:
-    """Launcher statement allocating the slots, every one unpublished."""
-    return f"ws = torch.full(({slots},), {EMPTY}, device={tensor}.device, dtype=torch.int64)"
+def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: tuple[int, int, int], body: list[str],
+                  doc: str) -> KernelUnit:
+    """The kernel of `body` (which uses the lines above), and its launcher: the slots filled with EMPTY, the
+    poll bound for the device, one program per chunk."""
+    n_split, block, warps = split
+    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
+              f'    """{doc}"""\n{indent(body, 4)}\n')
+    first = io.operand_names()[0]
+    before = [f"ws = torch.full(({rows * n_split},), {EMPTY}, device={first}.device, dtype=torch.int64)",
+              f"spin = {SPIN_INTERPRETER} if {first}.device.type == 'cpu' else {SPIN_GPU}"]
+    consts = f"R={r}, SPLIT={n_split}, SPLIT_P2={next_pow2(n_split)}, BLOCK_R={block}"
+    launcher = io.launcher(name, f"({rows * n_split},)", consts, body_before=before, extra_args=["ws", "spin"],
+                           launch_opts=f"num_warps={warps}")
+    return io.unit(name, kernel, launcher, {"BLOCK_R": block, "SPLIT": n_split, "num_warps": warps})
 
 
 def publish(a: str, b: str) -> list[str]:
@@ -74,11 +93,10 @@ def gather(row: str) -> list[str]:
 
 
 def fallback(reduce_chunk: list[str]) -> list[str]:
-    """Kernel lines running `reduce_chunk` (which reads chunk `j` of the row and merges it into the
-    running statistics) for every sibling that never published."""
+    """Kernel lines running `reduce_chunk` (which loads chunk `j` of the row at `offs_j`, `mask_j` and merges
+    it into the running statistics) for every sibling that never published."""
+    place = ["cols_j = j * BLOCK_R + tl.arange(0, BLOCK_R)", "offs_j = row * R + cols_j", "mask_j = cols_j < R"]
     return ["if missing > 0:", "    for j in range(0, SPLIT):",
             "        if tl.sum(((ks == j) & lost).to(tl.int32), axis=0) > 0:"] + [
-        "            " + line for line in reduce_chunk]
+        "            " + line for line in place + reduce_chunk]
 
-
-SIZES = "R: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr"
