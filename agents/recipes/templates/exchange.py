@@ -16,7 +16,9 @@ No program ever waits without bound: after SPIN polls, a sibling still unpublish
 yet, or never: a GPU shared with other work, the Triton interpreter, which runs programs one at a
 time) has its chunk read and reduced by the waiting program itself. The result is the same; only
 time is lost. The recipes keep SPLIT well under the GPU's resident programs so that on a GPU of
-its own a row's programs run together and the fallback stays idle.
+its own a row's programs run together and the fallback stays idle. Where both this form and the
+two-read one apply, the search measures both: they are the row_exchange and two_reads variants of
+online_softmax and fused_normalization in the skill graph.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ SIZES = "R: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: 
 EMPTY = -1  # an unpublished slot
 SPIN_GPU = 4096  # polls before a waiting program reads a sibling's chunk itself
 SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
-
 
 MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident at these chunk sizes
 CHUNKS = (4096, 8192)  # fp32 elements a program holds; num_warps = chunk // 2048
