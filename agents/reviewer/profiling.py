@@ -66,19 +66,22 @@ def torch_profile(forward: Callable[[], Any], *, cuda: bool, calls: int = 5) -> 
     if not cuda:
         reason = "no CUDA device: torch.profiler saw CPU operations only (listed in profile.cpu_ops)"
         return {}, {name: reason for name in TORCH_PROFILER_METRICS}, detail
-    kernels = device_events(prof)
+    events = _gpu_events(prof)
+    kernels = device_events(prof, events)
     if not kernels:
         reason = "torch.profiler recorded no GPU activity for the forward"
         return {}, {name: reason for name in TORCH_PROFILER_METRICS}, detail
     per_name = {name: sum(times) / calls for name, times in kernels.items()}
-    busy = sum(per_name.values())
+    summed = sum(per_name.values())
+    # busy time, as the Reviewer's timing cross-check counts it: kernels side by side count once
+    busy = busy_ms([(e.time_range.start, e.time_range.end) for e in events]) / 1e3 / calls
     detail["kernels"] = [{"name": n, "launches_per_forward": len(kernels[n]) / calls, "ms_per_forward": t}
                          for n, t in sorted(per_name.items(), key=lambda kv: -kv[1])]
     observations = {
         "kernel_launches_per_forward": sum(len(t) for t in kernels.values()) / calls,
         "gpu_kernel_time_ms": busy,
         "cpu_overhead_pct": max(0.0, 100.0 * (1.0 - busy / wall_ms)) if wall_ms > 0 else 0.0,
-        "largest_kernel_share_pct": 100.0 * max(per_name.values()) / busy if busy > 0 else 0.0,
+        "largest_kernel_share_pct": 100.0 * max(per_name.values()) / summed if summed > 0 else 0.0,
         "distinct_kernels": len(kernels),
     }
     return observations, {}, detail

@@ -185,3 +185,25 @@ def test_a_warm_judge_and_a_waiting_ncu_serve_the_next_batch(tmp_path):
                                        or "not on PATH" in r.unavailable.get("sm_throughput_pct", "")), r.unavailable
     cold, warm = first.profile["batch"]["phases"]["start"], second.profile["batch"]["phases"]["start"]
     assert warm < 0.5 * cold, (warm, cold)
+
+
+def test_profiled_kernel_time_counts_kernels_side_by_side_once():
+    """Two ~1 ms sleeps on two streams overlap: the Planner's gpu_kernel_time_ms is their union (about
+    1 ms), as the timing cross-check counts it, not their sum (about 2 ms)."""
+    from kskill.agents.reviewer.profiling import torch_profile
+
+    streams = (torch.cuda.Stream(), torch.cuda.Stream())
+
+    def forward():
+        for stream in streams:
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                torch.cuda._sleep(2_000_000)
+        for stream in streams:
+            torch.cuda.current_stream().wait_stream(stream)
+
+    obs, unavailable, detail = torch_profile(forward, cuda=True, calls=3)
+    assert not unavailable
+    summed = sum(k["ms_per_forward"] for k in detail["kernels"])
+    assert obs["gpu_kernel_time_ms"] < 0.75 * summed, (obs, detail["kernels"])
+    assert obs["gpu_kernel_time_ms"] <= detail["wall_ms_per_forward"] * 1.05
