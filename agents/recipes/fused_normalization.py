@@ -2,8 +2,10 @@
 
 Row norms (layer, group, instance) over rows of a (P, R) view: y = (x - mean) / sqrt(var + eps) *
 w[c] + b[c], biased variance as PyTorch computes it. A row that fits in registers is read once
-(the mean, then the centred variance); a longer row merges per-tile statistics with Chan's formula
-in one read, then normalises in a second read. Few long rows (a layer norm over C*H*W of a small
+(the mean, then the centred variance); a longer row of up to 64 chunks is split over programs that
+exchange their chunks' mean and M2 (templates/exchange.py) and is read once too; otherwise, or as the
+two_reads variant chooses, a row merges per-tile statistics with Chan's formula in one read, then
+normalises in a second read. Few long rows (a layer norm over C*H*W of a small
 batch) are split across programs: partial statistics first, then each program merges its row's.
 The affine channel of an element depends on the norm: the column (layer norm), the group's channel
 (group norm) or the row's channel (instance).

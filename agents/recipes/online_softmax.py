@@ -1,7 +1,9 @@
 """online_softmax: softmax and log-softmax with an online normaliser.
 
 Rows (the softmax dim innermost): a row that fits in registers is read once and written once;
-a longer row is read twice: one pass keeps a running max m and normaliser l per lane
+a longer row of up to 64 chunks is split over programs that exchange their chunks' max and
+normaliser (templates/exchange.py) and is read once too; otherwise, or as the two_reads variant
+chooses, it is read twice: one pass keeps a running max m and normaliser l per lane
 (l <- l * exp(m - m') + exp(x - m')), merged across lanes at the end, and a second pass writes
 exp(x - M) / L (or x - M - log L). Strided softmax (dim not innermost) keeps the whole dim of a
 block of columns in registers. The prologue (e.g. a scale) and epilogue are fused.
@@ -52,8 +54,8 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
         body += io.store_result("y", "offs", "mask")
         doc = "one row per program, held in registers: one read, one write"
         grid = f"({p_},)"
-    elif q_ == 1 and exchange_split(r_, params) is not None:
-        return _exchange_unit(name, region, io, exchange_split(r_, params))
+    elif q_ == 1 and (split := exchange_split(r_, params)) is not None:
+        return _exchange_unit(name, region, io, split)
     elif q_ == 1:
         load1, x1 = io.load_input("offs", "mask", "float('-inf')")
         load2, x2 = io.load_input("offs", "mask", "float('-inf')")
@@ -89,6 +91,7 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
     launcher = io.launcher(name, grid, f"R={r_}, Q={q_}",
                            launch_opts=f"BLOCK_R={p['BLOCK_R']}, BLOCK_Q={block_q}, num_warps={p['num_warps']}")
     return io.unit(name, kernel, launcher, {"BLOCK_R": p["BLOCK_R"], "BLOCK_Q": block_q, "num_warps": p["num_warps"]})
+
 
 def exchange_split(r: int, params: dict[str, Any]) -> tuple[int, int, int] | None:
     """(SPLIT, BLOCK_R, num_warps) of the exchange form for rows of `r`, or None where rows keep the
