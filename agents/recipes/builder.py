@@ -169,6 +169,7 @@ def _adopt_products(ctx: BuildContext, bodies: list[Body], used: set[int], fuse:
             continue
         views, source, consumer = reshapes_before(graph, operand, region.anchor)
         chain = body_feeding(bodies, consumer, source, graph) if fuse else None
+        tail = None
         if chain is not None:
             read = [o.name for o in chain.external(graph) if isinstance(o, Ref) and o.name in products]
             product = read[0] if len(read) == 1 else None
@@ -177,6 +178,9 @@ def _adopt_products(ctx: BuildContext, bodies: list[Body], used: set[int], fuse:
                 continue
         elif isinstance(source, Ref) and source.name in products and graph.users(source.name) == [consumer.name]:
             product = source.name
+        elif fuse and isinstance(source, Ref) and source.name in products and \
+                (tail := _reread_tail(region, source.name, views, bodies, used, graph)) is not None:
+            product = source.name
         else:
             continue
         anchor = graph.by_name[product]
@@ -184,8 +188,10 @@ def _adopt_products(ctx: BuildContext, bodies: list[Body], used: set[int], fuse:
         if graph.is_output(product) or not (chain is not None or conv_bias):
             continue  # nothing the region saves by reading the product raw
         prologue = epilogue_body(anchor, graph, chain)
-        if not _fits(graph, region, prologue=prologue, views=views):
+        if not _fits(graph, region, prologue=prologue, epilogue=tail, views=views):
             continue
+        if tail is not None:
+            region.extra["reread"] = product  # _attach gives the region `tail` as its epilogue next
         region.prologue = prologue
         region.extra["adopted"] = anchor
         _cover(region, views)
@@ -194,6 +200,22 @@ def _adopt_products(ctx: BuildContext, bodies: list[Body], used: set[int], fuse:
             ctx.regions.remove(gemms.pop(product))
         if chain is not None:
             used.add(id(chain))
+
+
+def _reread_tail(region: Region, product: str, views: list[str], bodies: list[Body], used: set[int],
+                 graph: Graph) -> Body | None:
+    """The chain that will be a row norm's epilogue, when the product the norm reads directly has its other
+    users all in it (a residual `conv + f(norm(conv))`): then the norm can adopt the product all the same, and
+    the epilogue reads the product's value from the registers the norm loaded it into (the raw product plus
+    its bias). The product is written once, by cuBLAS/cuDNN, and read once. None where that does not hold."""
+    if region.kind != "norm" or views:
+        return None
+    users = set(graph.users(product))
+    tail = single_consumer_body(bodies, region.extra.get("output", region.anchor.name), graph)
+    if (region.anchor.name in users and tail is not None and id(tail) not in used
+            and users - {region.anchor.name} <= tail.names() and tail.domain == tuple(graph.by_name[product].shape)):
+        return tail
+    return None
 
 
 def _cover(region: Region, views: list[str]) -> None:

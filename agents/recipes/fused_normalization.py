@@ -147,7 +147,7 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
             f"x = tl.where(mask, {x}, 0.0)", "mean = tl.sum(x, axis=0) / R",
             "xc = tl.where(mask, x - mean, 0.0)", "var = tl.sum(xc * xc, axis=0) / R",
             f"y = xc * tl.math.rsqrt(var + {eps!r})"] + _affine(io, region, "y")
-        body += io.store_result("y", "offs", "mask")
+        body += io.store_result("y", "offs", "mask", loaded="x")
         doc = "row in registers: the mean, then the centred variance, from one read; one write"
     else:
         load1, x1 = io.load_input("offs", "mask")
@@ -168,7 +168,7 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
             "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
         body += ["    " + ln for ln in load2] + [f"    y = ({x2} - mean) * rstd"]
         body += ["    " + ln for ln in _affine(io, region, "y")]
-        body += ["    " + ln for ln in io.store_result("y", "offs", "mask")]
+        body += ["    " + ln for ln in io.store_result("y", "offs", "mask", loaded=x2)]
         doc = "long rows: Chan-merged tile statistics in one read, then a normalising read"
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, R: tl.constexpr, BLOCK_R: tl.constexpr):\n"
               f'    """{region.anchor.op}: {doc}."""\n{indent(body, 4)}\n')
@@ -193,7 +193,7 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
         "mean_t = tl.sum(x_j, axis=0) / tl.maximum(n_t, 1.0)",
         "m2_t = tl.sum(tl.where(mask_j, (x_j - mean_t) * (x_j - mean_t), 0.0), axis=0)"] + CHAN_MERGE)
     body += [f"y = (x - mean) * tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + _affine(io, region, "y")
-    body += io.store_result("y", "offs", "mask")
+    body += io.store_result("y", "offs", "mask", loaded="x")
     doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."
     return exchange_unit(name, io, p_, r_, split, body, doc)
 
@@ -215,7 +215,7 @@ def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) 
     apply += [f"    {v} = tl.load(ws_ptr + (row * SPLIT + k) * 3 + {i})" for i, v in enumerate(("n_t", "mean_t", "m2_t"))]
     apply += ["    " + ln for ln in CHAN_MERGE] + [f"rstd = tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + chunk
     apply += ["    " + ln for ln in load] + [f"    y = ({x} - mean) * rstd"]
-    apply += ["    " + ln for ln in _affine(io, region, "y") + io.store_result("y", "offs", "mask")]
+    apply += ["    " + ln for ln in _affine(io, region, "y") + io.store_result("y", "offs", "mask", loaded=x)]
     sizes = "R: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, BLOCK_R: tl.constexpr"
     kernel = (f"@triton.jit\ndef {name}_stats({io.input_ptrs()}, ws_ptr, {sizes}):\n"
               f'    """{region.anchor.op} statistics: Chan-merged (count, mean, M2) of one chunk of a row."""\n'

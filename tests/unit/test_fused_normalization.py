@@ -130,3 +130,20 @@ def test_conv_batch_norm_in_half_precision_within_its_tolerance(dtype):
         f"[torch.randn(2, 3, 6, 5, dtype={dtype})]")
     cand = check(src, ["fused_normalization", "kernel_fusion"])
     assert "self.conv(" not in cand.source.split("class ModelNew")[1]
+
+
+@pytest.mark.parametrize("shape, params", [((2, 3, 20, 22), {}), ((2, 3, 72, 72), {}),
+                                           ((2, 3, 72, 72), {"row_exchange": False}),
+                                           ((2, 3, 72, 72), {"launch": {"_norm_0": {"SPLIT": 4}}})])
+def test_convolution_read_again_by_the_epilogue_is_adopted(shape, params):
+    """conv -> group norm -> ... + conv (a residual): the convolution runs without its bias inside the norm's
+    launcher, and the epilogue's residual reads the biased value the norm loaded; every row form."""
+    src = problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.conv = nn.Conv2d(3, 8, 3)\n        self.gn = nn.GroupNorm(4, 8)\n"
+                  "    def forward(self, x):\n        c = self.conv(x)\n"
+                  "        return torch.logsumexp(c + F.hardswish(torch.tanh(self.gn(c))), dim=1, keepdim=True)\n",
+                  f"[torch.randn{shape}]")
+    cand = check(src, ["fused_normalization", "kernel_fusion"], params)
+    forward = cand.source.split("def forward")[-1]
+    assert "self.conv(" not in forward and "__acc__ = torch.nn.functional.conv2d(" in cand.source
+    assert "conv_ptr" not in cand.source, "the residual reads registers, not the convolution's output"

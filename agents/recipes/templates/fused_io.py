@@ -40,8 +40,8 @@ class FusedIO:
             op = r.extra.get("prologue_operand")
             if op is not None:
                 self.add(op)
-        if r.epilogue is not None:
-            inside_anchor = {r.extra.get("output", r.anchor.name), r.extra.get("epilogue_input")}
+        if r.epilogue is not None:  # (an adopted product the epilogue reads again is in registers: `reread`)
+            inside_anchor = {r.extra.get("output", r.anchor.name), r.extra.get("epilogue_input"), r.extra.get("reread")}
             self.add_all([o for o in r.epilogue.external(self.graph)
                           if not (isinstance(o, Ref) and o.name in inside_anchor)])
 
@@ -92,8 +92,9 @@ class FusedIO:
             return [self.graph.by_name[o] for o in r.epilogue.outputs]
         return [self.graph.by_name[r.extra.get("output", r.anchor.name)]]
 
-    def store_result(self, value: str, offs: str, mask: str) -> list[str]:
-        """Statements applying the epilogue to `value` and storing every output at `offs`."""
+    def store_result(self, value: str, offs: str, mask: str, loaded: str | None = None) -> list[str]:
+        """Statements applying the epilogue to `value` and storing every output at `offs`. `loaded`: the variable
+        holding the anchor's input at `offs`, which an epilogue that reads an adopted product again is given."""
         r = self.region
         anchor_out = r.extra.get("output", r.anchor.name)
         var_of = {anchor_out: value}
@@ -101,6 +102,10 @@ class FusedIO:
         if r.epilogue is not None:
             # the epilogue may read the result through reshapes (epilogue_input): the same value at offs
             provided = {anchor_out: value, r.extra.get("epilogue_input", anchor_out): value}
+            if r.extra.get("reread"):
+                if loaded is None:
+                    raise ValueError(f"{r.kind} template does not hand its input to an epilogue that reads it again")
+                provided[r.extra["reread"]] = loaded
             em = emit_body(r.epilogue, self.graph, self.ptrs, offs, mask, provided=provided,
                            perm=self.perm, prefix="e")
             lines += em.lines
