@@ -27,11 +27,11 @@ from kskill.agents.recipes.gemm_epilogue_fusion import GEMM_OPS
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import first_operand, is_float
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, TILE_STATS, batch_norm_unit
+from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, TILE_STATS, batch_norm_unit, tile_stats
 from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.exchange import (
-    chunk_lines, exchange_unit, fallback, gather, publish, row_exchange)
+    chosen_split, chunk_lines, exchange_unit, fallback, gather, publish)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -134,8 +134,7 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     for key in ("weight", "bias"):
         if region.extra.get(key) is not None:
             io.add(region.extra[key])
-    chosen = params.get("row_exchange", True) and not {"BLOCK_R", "SPLIT"} & set(params)  # the variant, or tuning
-    exchange = row_exchange(r_) if r_ > MAX_PERSISTENT and chosen else None
+    exchange = chosen_split(r_, params, ("BLOCK_R", "SPLIT")) if r_ > MAX_PERSISTENT else None
     if exchange is not None:
         return _exchange_unit(name, region, io, exchange)
     if p["SPLIT"] > 1 and r_ > p["BLOCK_R"]:
@@ -188,10 +187,7 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
              "count = tl.sum(n_k, axis=0)",
              "mean = tl.sum(n_k * tl.where(ok, a_k, 0.0), axis=0) / tl.maximum(count, 1.0)",
              "m2 = tl.sum(tl.where(ok, b_k + n_k * (a_k - mean) * (a_k - mean), 0.0), axis=0)"]
-    body += fallback(again + [
-        f"x_j = tl.where(mask_j, {x_j}, 0.0)", "n_t = tl.sum(mask_j.to(tl.float32), axis=0)",
-        "mean_t = tl.sum(x_j, axis=0) / tl.maximum(n_t, 1.0)",
-        "m2_t = tl.sum(tl.where(mask_j, (x_j - mean_t) * (x_j - mean_t), 0.0), axis=0)"] + CHAN_MERGE)
+    body += fallback(again + [f"x_j = tl.where(mask_j, {x_j}, 0.0)"] + tile_stats("x_j", "mask_j") + CHAN_MERGE)
     body += [f"y = (x - mean) * tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + _affine(io, region, "y")
     body += io.store_result("y", "offs", "mask", loaded="x")
     doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."

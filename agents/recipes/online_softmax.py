@@ -19,7 +19,7 @@ from kskill.agents.recipes.matching import first_operand, is_float, normalise_di
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.exchange import (
-    chunk_lines, exchange_unit, fallback, gather, publish, row_exchange)
+    chosen_split, chunk_lines, exchange_unit, fallback, gather, publish)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -54,7 +54,7 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
         body += io.store_result("y", "offs", "mask")
         doc = "one row per program, held in registers: one read, one write"
         grid = f"({p_},)"
-    elif q_ == 1 and (split := exchange_split(r_, params)) is not None:
+    elif q_ == 1 and (split := chosen_split(r_, params, ("BLOCK_R",))) is not None:
         return _exchange_unit(name, region, io, split)
     elif q_ == 1:
         load1, x1 = io.load_input("offs", "mask", "float('-inf')")
@@ -93,15 +93,6 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
     return io.unit(name, kernel, launcher, {"BLOCK_R": p["BLOCK_R"], "BLOCK_Q": block_q, "num_warps": p["num_warps"]})
 
 
-def exchange_split(r: int, params: dict[str, Any]) -> tuple[int, int, int] | None:
-    """(SPLIT, BLOCK_R, num_warps) of the exchange form for rows of `r`, or None where rows keep the
-    two-read form: outside templates/exchange.py's bounds, with an explicit BLOCK_R, or as the
-    technique's two_reads variant chooses (`row_exchange` false)."""
-    if "BLOCK_R" in params or not params.get("row_exchange", True):
-        return None
-    return row_exchange(r)
-
-
 def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int, int]) -> KernelUnit:
     """A long row split over SPLIT adjacent programs, each holding its chunk in registers: chunk max and
     normaliser exchanged (templates/exchange.py), then each program writes its chunk. One read."""
@@ -110,15 +101,13 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
     load, x = io.load_input("offs", "mask", neg)
     again, x_j = io.load_input("offs_j", "mask_j", neg, var="x_j", prefix="q")
     body = chunk_lines(program_id(0, io.wide))
-    body += load + [f"x = tl.where(mask, {x}, {neg})", "m_t = tl.max(x, axis=0)",
-                    f"l_t = tl.sum(tl.where(mask, tl.exp(x - tl.where(m_t == {neg}, 0.0, m_t)), 0.0), axis=0)"]
+    body += load + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_t", "l_t")
     body += publish("m_t", "l_t") + gather("row")
     body += [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
              f"safe = tl.where(big == {neg}, 0.0, big)",
              "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
     body += fallback(again + [
-        f"x_j = tl.where(mask_j, {x_j}, {neg})", "m_j = tl.max(x_j, axis=0)",
-        f"l_j = tl.sum(tl.where(mask_j, tl.exp(x_j - tl.where(m_j == {neg}, 0.0, m_j)), 0.0), axis=0)",
+        f"x_j = tl.where(mask_j, {x_j}, {neg})"] + _chunk_max_sum("x_j", "mask_j", "m_j", "l_j") + [
         "big_j = tl.maximum(big, m_j)", f"safe = tl.where(big_j == {neg}, 0.0, big_j)",
         "norm = norm * tl.exp(big - safe) + l_j * tl.exp(m_j - safe)", "big = big_j"])
     body += [f"safe = tl.where(big == {neg}, 0.0, big)", f"y = {_out(region.extra['log'], 'x', 'safe', 'norm')}"]
@@ -126,6 +115,12 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
     kind = "log_softmax" if region.extra["log"] else "softmax"
     doc = f"{kind}: a row over SPLIT programs, chunk statistics exchanged; one read, one write."
     return exchange_unit(name, io, p_, r_, split, body, doc)
+
+
+def _chunk_max_sum(x: str, mask: str, m: str, s: str) -> list[str]:
+    """A chunk's max `m` and normaliser `s` = sum(exp(x - m)); a chunk of -inf has m = -inf and s = 0."""
+    return [f"{m} = tl.max({x}, axis=0)",
+            f"{s} = tl.sum(tl.where({mask}, tl.exp({x} - tl.where({m} == float('-inf'), 0.0, {m})), 0.0), axis=0)"]
 
 
 def softmax_region(node: Node, graph: Graph) -> Region | None:

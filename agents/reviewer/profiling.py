@@ -73,8 +73,7 @@ def torch_profile(forward: Callable[[], Any], *, cuda: bool, calls: int = 5) -> 
         return {}, {name: reason for name in TORCH_PROFILER_METRICS}, detail
     per_name = {name: sum(times) / calls for name, times in kernels.items()}
     summed = sum(per_name.values())
-    # busy time, as the Reviewer's timing cross-check counts it: kernels side by side count once
-    busy = busy_ms([(e.time_range.start, e.time_range.end) for e in events]) / 1e3 / calls
+    busy = busy_ms_per_call(events, calls)  # as the timing cross-check counts it
     detail["kernels"] = [{"name": n, "launches_per_forward": len(kernels[n]) / calls, "ms_per_forward": t}
                          for n, t in sorted(per_name.items(), key=lambda kv: -kv[1])]
     observations = {
@@ -111,6 +110,11 @@ def busy_ms(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def busy_ms_per_call(events: list[Any], calls: int) -> float:
+    """Milliseconds per call the GPU was busy with the profiled `events` (their times are in us)."""
+    return busy_ms([(e.time_range.start, e.time_range.end) for e in events]) / 1e3 / calls
+
+
 def device_time_per_call(forward: Callable[[], Any], calls: int = 5) -> dict[str, Any]:
     """GPU time per call that CUPTI saw (ms the GPU was busy with any kernel, copy or set, overlaps
     counted once) and the kernels' names, over `calls` calls of a forward that is warm already (it was
@@ -132,7 +136,7 @@ def device_time_per_call(forward: Callable[[], Any], calls: int = 5) -> dict[str
         torch.cuda.synchronize()
     events = _gpu_events(prof)  # read once: a profile of many small kernels holds many events
     kernels = device_events(prof, events)
-    return {"ms": busy_ms([(e.time_range.start, e.time_range.end) for e in events]) / 1e3 / calls,
+    return {"ms": busy_ms_per_call(events, calls),
             "names": sorted(kernels, key=lambda n: -sum(kernels[n]))[:20]}
 
 

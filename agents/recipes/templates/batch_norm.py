@@ -31,9 +31,13 @@ from kskill.agents.recipes.templates.common import (
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, alloc, arg_name, prepare
 
-# A tile's (count, mean, M2) from `x` (zeros where masked) and `mask`, before CHAN_MERGE folds it in.
-TILE_STATS = ["n_t = tl.sum(mask.to(tl.float32), axis=0)", "mean_t = tl.sum(x, axis=0) / tl.maximum(n_t, 1.0)",
-              "m2_t = tl.sum(tl.where(mask, (x - mean_t) * (x - mean_t), 0.0), axis=0)"]
+def tile_stats(x: str = "x", mask: str = "mask") -> list[str]:
+    """A tile's (n_t, mean_t, m2_t) from `x` (zeros where masked) and `mask`, before CHAN_MERGE folds it in."""
+    return [f"n_t = tl.sum({mask}.to(tl.float32), axis=0)", f"mean_t = tl.sum({x}, axis=0) / tl.maximum(n_t, 1.0)",
+            f"m2_t = tl.sum(tl.where({mask}, ({x} - mean_t) * ({x} - mean_t), 0.0), axis=0)"]
+
+
+TILE_STATS = tile_stats()
 CHAN_MERGE = ["total = count + n_t", "delta = mean_t - mean",
               "mean = mean + delta * (n_t / tl.maximum(total, 1.0))",
               "m2 = m2 + m2_t + delta * delta * (count * n_t / tl.maximum(total, 1.0))", "count = total"]

@@ -23,7 +23,7 @@ online_softmax and fused_normalization in the skill graph.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kskill.agents.recipes.templates.common import indent, next_pow2
 
@@ -40,10 +40,19 @@ MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident
 CHUNKS = (4096, 8192)  # fp32 elements a program holds; num_warps = chunk // 2048
 
 
+def chosen_split(r: int, params: dict[str, Any], tuned: tuple[str, ...]) -> tuple[int, int, int] | None:
+    """row_exchange(r), unless the technique's two_reads variant is chosen (`row_exchange` false) or the
+    params tune the two-read form (any key of `tuned`)."""
+    if not params.get("row_exchange", True) or any(k in params for k in tuned):
+        return None
+    return row_exchange(r)
+
+
 def row_exchange(r: int) -> tuple[int, int, int] | None:
     """(SPLIT, BLOCK_R, num_warps) for rows of `r` elements, or None when a row needs more than MAX_SPLIT
-    of the largest chunk, or fits in one. On the H200 (eval/runs/push-h200-s36/NOTES.md) chunks of 4096-8192 with 2-4 warps
-    were fastest; larger chunks, with fewer programs resident, lost to the two-read form."""
+    of the largest chunk, or fits in one. On the H200 (eval/runs/push-h200-s36/NOTES.md) chunks of
+    4096-8192 with 2-4 warps were fastest; larger chunks, with fewer programs resident, lost to the
+    two-read form."""
     block = max(CHUNKS[0], next_pow2(-(-r // MAX_SPLIT)))
     if block > CHUNKS[-1] or r <= block:
         return None
@@ -100,4 +109,3 @@ def fallback(reduce_chunk: list[str]) -> list[str]:
     return ["if missing > 0:", "    for j in range(0, SPLIT):",
             "        if tl.sum(((ks == j) & lost).to(tl.int32), axis=0) > 0:"] + [
         "            " + line for line in place + reduce_chunk]
-

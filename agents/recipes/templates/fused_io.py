@@ -40,8 +40,9 @@ class FusedIO:
             op = r.extra.get("prologue_operand")
             if op is not None:
                 self.add(op)
-        if r.epilogue is not None:  # (an adopted product the epilogue reads again is in registers: `reread`)
-            inside_anchor = {r.extra.get("output", r.anchor.name), r.extra.get("epilogue_input"), r.extra.get("reread")}
+        if r.epilogue is not None:  # an adopted product the epilogue reads again is in registers (`reread`)
+            inside_anchor = {r.extra.get("output", r.anchor.name), r.extra.get("epilogue_input"),
+                             r.extra.get("reread")}
             self.add_all([o for o in r.epilogue.external(self.graph)
                           if not (isinstance(o, Ref) and o.name in inside_anchor)])
 
