@@ -27,7 +27,8 @@ from kskill.agents.recipes.gemm_epilogue_fusion import GEMM_OPS
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import first_operand, is_float
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, TILE_STATS, batch_norm_unit, tile_stats
+from kskill.agents.recipes.templates.batch_norm import (
+    CHAN_MERGE, PARTS_MERGE, TILE_STATS, batch_norm_unit, load_parts, tile_stats)
 from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.exchange import (
@@ -184,9 +185,7 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
     body = chunk_lines(program_id(0, io.wide))
     body += load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t") + gather("row")
     body += ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
-             "count = tl.sum(n_k, axis=0)",
-             "mean = tl.sum(n_k * tl.where(ok, a_k, 0.0), axis=0) / tl.maximum(count, 1.0)",
-             "m2 = tl.sum(tl.where(ok, b_k + n_k * (a_k - mean) * (a_k - mean), 0.0), axis=0)"]
+             "mean_k = tl.where(ok, a_k, 0.0)", "m2_k = tl.where(ok, b_k, 0.0)"] + PARTS_MERGE
     body += fallback(again + [f"x_j = tl.where(mask_j, {x_j}, 0.0)"] + tile_stats("x_j", "mask_j") + CHAN_MERGE)
     body += [f"y = (x - mean) * tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + _affine(io, region, "y")
     body += io.store_result("y", "offs", "mask", loaded="x")
@@ -207,12 +206,11 @@ def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) 
     stats = head + chunk + ["    " + ln for ln in load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + CHAN_MERGE]
     stats += [f"tl.store(ws_ptr + (row * SPLIT + s) * 3 + {k}, {v})" for k, v in enumerate(("count", "mean", "m2"))]
     load, x = io.load_input("offs", "mask")
-    apply = head + ["for k in range(0, SPLIT):"]
-    apply += [f"    {v} = tl.load(ws_ptr + (row * SPLIT + k) * 3 + {i})" for i, v in enumerate(("n_t", "mean_t", "m2_t"))]
-    apply += ["    " + ln for ln in CHAN_MERGE] + [f"rstd = tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + chunk
+    apply = head[:2] + load_parts("ws_ptr", "row * SPLIT") + PARTS_MERGE
+    apply += [f"rstd = tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + chunk
     apply += ["    " + ln for ln in load] + [f"    y = ({x} - mean) * rstd"]
     apply += ["    " + ln for ln in _affine(io, region, "y") + io.store_result("y", "offs", "mask", loaded=x)]
-    sizes = "R: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, BLOCK_R: tl.constexpr"
+    sizes = "R: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr"
     kernel = (f"@triton.jit\ndef {name}_stats({io.input_ptrs()}, ws_ptr, {sizes}):\n"
               f'    """{region.anchor.op} statistics: Chan-merged (count, mean, M2) of one chunk of a row."""\n'
               f"{indent(stats, 4)}\n\n"
@@ -221,7 +219,7 @@ def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) 
               f"{indent(apply, 4)}\n")
     names = io.operand_names()
     consts = (f"R={r_}, CHUNK={split_chunk(r_, p['SPLIT'], p['BLOCK_R'])}, SPLIT={p['SPLIT']}, "
-              f"BLOCK_R={p['BLOCK_R']}")
+              f"SPLIT_P2={next_pow2(p['SPLIT'])}, BLOCK_R={p['BLOCK_R']}")
     grid = f"({p_}, {p['SPLIT']})"
     before = [f"ws = torch.empty(({p_ * p['SPLIT'] * 3},), device={names[0]}.device, dtype=torch.float32)",
               f"{name}_stats[{grid}]({', '.join(names)}, ws, {consts}, num_warps={p['num_warps']})"]

@@ -22,7 +22,7 @@ from kskill.agents.recipes.base import Lowering, Recipe
 from kskill.agents.recipes.fused_normalization import SPLIT_MIN, norm_region
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.regions import Region
-from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, TILE_STATS
+from kskill.agents.recipes.templates.batch_norm import CHAN_MERGE, PARTS_MERGE, TILE_STATS, load_parts
 from kskill.agents.recipes.templates.common import (
     TARGET_SMS as SMS, Body, indent, next_pow2, program_id, split_chunk, wide_index)
 from kskill.agents.recipes.templates.unit import KernelUnit, arg_name
@@ -107,10 +107,10 @@ def stats_unit(name: str, region: Region, how: Lowering) -> KernelUnit:
     write = [f"rstd = tl.math.rsqrt(m2 / R + {at['eps']!r})", "e = tl.arange(0, BLOCK_E)",
              "tl.store(mean_ptr + row * E + e, mean + tl.zeros([BLOCK_E], tl.float32), mask=e < E)",
              "tl.store(rstd_ptr + row * E + e, rstd + tl.zeros([BLOCK_E], tl.float32), mask=e < E)"]
-    sizes = "R: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, E: tl.constexpr, BLOCK_R: tl.constexpr, " \
-            "BLOCK_E: tl.constexpr"
-    consts = f"R={length}, CHUNK={chunk}, SPLIT={p['SPLIT']}, E={per_row}, BLOCK_R={p['BLOCK_R']}, " \
-             f"BLOCK_E={next_pow2(per_row)}"
+    sizes = "R: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, E: tl.constexpr, " \
+            "BLOCK_R: tl.constexpr, BLOCK_E: tl.constexpr"
+    consts = f"R={length}, CHUNK={chunk}, SPLIT={p['SPLIT']}, SPLIT_P2={next_pow2(p['SPLIT'])}, E={per_row}, " \
+             f"BLOCK_R={p['BLOCK_R']}, BLOCK_E={next_pow2(per_row)}"
     shape, xa = tuple(node.shape), arg_name(x)
     src = [f"def {name}({xa}):", f"    {xa} = {xa}.contiguous()",
            f"    mean = torch.empty({shape!r}, device={xa}.device, dtype=torch.float32)",
@@ -123,10 +123,7 @@ def stats_unit(name: str, region: Region, how: Lowering) -> KernelUnit:
     else:
         partial = head + loop + [f"tl.store(ws_ptr + (row * SPLIT + s) * 3 + {k}, {v})"
                                  for k, v in enumerate(("count", "mean", "m2"))]
-        merge = head + ["for k in range(0, SPLIT):"]
-        merge += [f"    {v} = tl.load(ws_ptr + (row * SPLIT + k) * 3 + {i})"
-                  for i, v in enumerate(("n_t", "mean_t", "m2_t"))]
-        merge += ["    " + ln for ln in CHAN_MERGE] + write
+        merge = head[:1] + load_parts("ws_ptr", "row * SPLIT") + PARTS_MERGE + write
         kernel = (f"@triton.jit\ndef {name}_partial(x_ptr, ws_ptr, {sizes}):\n"
                   f'    """{node.name}: Chan-merged (count, mean, M2) of one chunk of a row."""\n'
                   f"{indent(partial, 4)}\n\n"

@@ -41,7 +41,7 @@ def test_few_long_rows_are_split_across_programs(monkeypatch, ctor, shape, post)
 def test_split_rows_follow_the_launch_parameters():
     cand = check(problem(_module("nn.LayerNorm(300)", " + 1.0"), "[torch.randn(2, 300)]"),
                  ["fused_normalization", "kernel_fusion"], {"launch": {"_norm_0": {"SPLIT": 3, "BLOCK_R": 16}}})
-    assert "_norm_0_stats[(2, 3)]" in cand.source and "CHUNK=112, SPLIT=3, BLOCK_R=16" in cand.source
+    assert "_norm_0_stats[(2, 3)]" in cand.source and "CHUNK=112, SPLIT=3, SPLIT_P2=4, BLOCK_R=16" in cand.source
 
 
 @pytest.mark.parametrize("ctor, shape", [("nn.BatchNorm2d(5)", (3, 5, 7, 9)), ("nn.BatchNorm1d(6)", (9, 6)),

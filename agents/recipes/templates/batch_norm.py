@@ -41,6 +41,20 @@ TILE_STATS = tile_stats()
 CHAN_MERGE = ["total = count + n_t", "delta = mean_t - mean",
               "mean = mean + delta * (n_t / tl.maximum(total, 1.0))",
               "m2 = m2 + m2_t + delta * delta * (count * n_t / tl.maximum(total, 1.0))", "count = total"]
+PARTS_MERGE = ["count = tl.sum(n_k, axis=0)", "mean = tl.sum(n_k * mean_k, axis=0) / tl.maximum(count, 1.0)",
+               "m2 = tl.sum(m2_k + n_k * (mean_k - mean) * (mean_k - mean), axis=0)"]
+"""Vectors of parts' statistics (`n_k`, zero for no part, `mean_k`, `m2_k`) merged at once into (count, mean,
+m2): the count-weighted mean, then each part's M2 plus its count times its squared offset from that mean
+(Chan et al.'s pairwise update, summed). All parts' loads go out together, where a loop of CHAN_MERGE waits
+for each part in turn: a few hundred parts cost one memory latency instead of a few hundred."""
+
+
+def load_parts(ws: str, base: str) -> list[str]:
+    """Kernel lines loading the SPLIT parts (count, mean, M2) stored as triples from `ws` + `base` * 3 into
+    `n_k`, `mean_k`, `m2_k` (SPLIT_P2 lanes, zero past SPLIT), for PARTS_MERGE."""
+    return ["ks = tl.arange(0, SPLIT_P2)"] + [
+        f"{v}_k = tl.load({ws} + ({base} + ks) * 3 + {i}, mask=ks < SPLIT, other=0.0)"
+        for i, v in enumerate(("n", "mean", "m2"))]
 
 
 def batch_params(n: int, c: int, inner: int, nhwc: bool = False) -> dict[str, Any]:
