@@ -38,6 +38,15 @@ def test_few_long_rows_are_split_across_programs(monkeypatch, ctor, shape, post)
     assert "_norm_0_stats[" in cand.source and "SPLIT=1," not in cand.source
 
 
+def test_rows_are_split_only_when_too_few_and_then_fill_every_multiprocessor():
+    """16 rows of 4M (a layer norm over (64, 256, 256)): 16 parts a multiprocessor; 896 rows of 2M (a group
+    norm's groups) already give each multiprocessor 4 programs, and stay one program a row."""
+    assert norm.row_params(16, 1 << 22) == {"BLOCK_R": norm.SPLIT_BLOCK, "num_warps": 16,
+                                            "SPLIT": -(-norm.SPLIT_PER_SM * norm.SMS // 16)}
+    assert norm.row_params(896, 1 << 21)["SPLIT"] == 1
+    assert norm.row_params(4, 20000)["SPLIT"] == 1, "a row shorter than two SPLIT_MIN parts is not split"
+
+
 def test_split_rows_follow_the_launch_parameters():
     cand = check(problem(_module("nn.LayerNorm(300)", " + 1.0"), "[torch.randn(2, 300)]"),
                  ["fused_normalization", "kernel_fusion"], {"launch": {"_norm_0": {"SPLIT": 3, "BLOCK_R": 16}}})
