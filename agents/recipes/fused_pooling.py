@@ -178,7 +178,7 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
     ow_n, oh_n = out_shape[-1], out_shape[-2]
     block_w = min(512, next_pow2(ow_n))
     # 32 rows and a warp per 64 columns: the fastest of 33 settings on L1/42 (eval/runs/push-h200-s36/NOTES.md)
-    p = {"BLOCK_W": block_w, "ROWS": min(32, oh_n), "num_warps": max(1, min(8, block_w // 64))}
+    p = {"BLOCK_W": block_w, "ROWS": min(32, oh_n), "num_warps": max(1, min(8, block_w // 64)), "UNROLL": 1}
     p.update({k: v for k, v in params.items() if k in p})
     io = FusedIO(region, graph)
     fill = "float('-inf')" if is_max else "0.0"
@@ -213,21 +213,24 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
                 lines.append(f"{target} = " + combine.format(a=target, b=f"tl.where(valid, {x}, {fill})"))
         return lines
 
+    unroll = p["UNROLL"] if p["ROWS"] % p["UNROLL"] == 0 else 1  # output rows a step: their loads go out together
     for i in range(kept):
         body += row(f"r{i}", f"oh0 * {sh} - {ph} + {i}")
     step = ["oh = oh0 + t"]
-    for i in range(kept, span):
+    for i in range(kept, span + (unroll - 1) * sh):
         step += row(f"r{i}", f"oh * {sh} - {ph} + {i}")
-    acc = "r0"
-    for j in range(1, kh):
-        acc = combine.format(a=acc, b=f"r{j * dh}")
-    step.append(f"acc = {acc}")
-    if not is_max:
-        step += _divisor_lines(region, dims, kernel, stride, pad)
-    step += ["omask = wmask & (lanes + oh < OH)", "o = (plane * OH + oh) * OW + ow"]
-    step += io.store_result("acc", "o", "omask")
-    step += [f"r{i} = r{i + sh}" for i in range(kept)]
-    body += ["for t in range(ROWS):"] + [f"    {ln}" for ln in step]
+    for u in range(unroll):
+        acc = f"r{u * sh}"
+        for j in range(1, kh):
+            acc = combine.format(a=acc, b=f"r{u * sh + j * dh}")
+        step += ([f"oh = oh0 + t + {u}"] if u else []) + [f"acc = {acc}"]
+        if not is_max:
+            step += _divisor_lines(region, dims, kernel, stride, pad)
+        step += ["omask = wmask & (lanes + oh < OH)", "o = (plane * OH + oh) * OW + ow"]
+        step += io.store_result("acc", "o", "omask")
+    step += [f"r{i} = r{i + unroll * sh}" for i in range(kept)]
+    body += [f"for t in range(0, ROWS, {unroll}):" if unroll > 1 else "for t in range(ROWS):"]
+    body += [f"    {ln}" for ln in step]
     sizes = {a.upper(): n for a, n in zip(AXES[-dims:], in_shape[-dims:])}
     sizes.update({"OD": out_shape[-3]} if dims == 3 else {})
     sizes.update({"OH": oh_n, "OW": ow_n, "STRIPS": strips})
