@@ -37,17 +37,7 @@ def default_params(view: tuple[int, int, int]) -> dict[str, Any]:
 
 
 def _out(log: bool, x: str, m: str, s: str) -> str:
-    """The result from `x`, the max `m` and the normaliser `s`: a multiply by the normaliser's reciprocal,
-    taken once per row, where a division per element costs a reciprocal and its refinement each."""
-    return f"({x} - {m}) - tl.log({s})" if log else f"tl.exp({x} - {m}) * (1.0 / {s})"
-
-
-def _held(log: bool, keep: str = "") -> list[str]:
-    """Lines for rows held in registers (`x`, `mask`; reduced along axis 0, the result indexed by `keep`):
-    the max `m`, the normaliser `s` and `y`. Softmax keeps e = exp(x - m), zero where masked, for both the
-    sum and the result: one exponential per element."""
-    lines = [f"m = tl.max(x, axis=0){keep}", "e = tl.where(mask, tl.exp(x - m), 0.0)", f"s = tl.sum(e, axis=0){keep}"]
-    return lines + [f"y = {_out(log, 'x', 'm', 's')}" if log else "y = e * (1.0 / s)"]
+    return f"({x} - {m}) - tl.log({s})" if log else f"tl.exp({x} - {m}) / {s}"
 
 
 def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
@@ -59,7 +49,8 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
     if q_ == 1 and r_ <= p["BLOCK_R"]:
         load, x = io.load_input("offs", "mask", "float('-inf')")
         body = [f"row = {pid}", "cols = tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"] + load + [
-            f"x = tl.where(mask, {x}, float('-inf'))"] + _held(log)
+            f"x = tl.where(mask, {x}, float('-inf'))", "m = tl.max(x, axis=0)",
+            "s = tl.sum(tl.where(mask, tl.exp(x - m), 0.0), axis=0)", f"y = {_out(log, 'x', 'm', 's')}"]
         body += io.store_result("y", "offs", "mask")
         doc = "one row per program, held in registers: one read, one write"
         grid = f"({p_},)"
@@ -88,7 +79,8 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
         body = [f"pid_p = {pid}", f"pid_q = {program_id(1, io.wide)}", "rs = tl.arange(0, BLOCK_R)[:, None]",
                 "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)[None, :]",
                 "offs = pid_p * R * Q + rs * Q + qs", "mask = (rs < R) & (qs < Q)"] + load + [
-            f"x = tl.where(mask, {x}, float('-inf'))"] + _held(log, "[None, :]")
+            f"x = tl.where(mask, {x}, float('-inf'))", "m = tl.max(x, axis=0)[None, :]",
+            "s = tl.sum(tl.where(mask, tl.exp(x - m), 0.0), axis=0)[None, :]", f"y = {_out(log, 'x', 'm', 's')}"]
         body += io.store_result("y", "offs", "mask")
         doc = "softmax over a strided dim: the whole dim of BLOCK_Q columns in registers"
         grid = f"({p_}, {-(-q_ // p['BLOCK_Q'])})"
@@ -109,7 +101,7 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
     load, x = io.load_input("offs", "mask", neg)
     again, x_j = io.load_input("offs_j", "mask_j", neg, var="x_j", prefix="q")
     body = chunk_lines(program_id(0, io.wide))
-    body += load + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_t", "l_t", "e")
+    body += load + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_t", "l_t")
     body += publish("m_t", "l_t") + gather("row")
     body += [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
              f"safe = tl.where(big == {neg}, 0.0, big)",
@@ -118,23 +110,17 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
         f"x_j = tl.where(mask_j, {x_j}, {neg})"] + _chunk_max_sum("x_j", "mask_j", "m_j", "l_j") + [
         "big_j = tl.maximum(big, m_j)", f"safe = tl.where(big_j == {neg}, 0.0, big_j)",
         "norm = norm * tl.exp(big - safe) + l_j * tl.exp(m_j - safe)", "big = big_j"])
-    body += [f"safe = tl.where(big == {neg}, 0.0, big)"]
-    if region.extra["log"]:
-        body.append(f"y = {_out(True, 'x', 'safe', 'norm')}")
-    else:  # e = exp(x - m_t) rescaled: one exponential per element (a chunk of -inf has e = 0)
-        body.append(f"y = e * (tl.where(m_t == {neg}, 0.0, tl.exp(m_t - safe)) / norm)")
+    body += [f"safe = tl.where(big == {neg}, 0.0, big)", f"y = {_out(region.extra['log'], 'x', 'safe', 'norm')}"]
     body += io.store_result("y", "offs", "mask")
     kind = "log_softmax" if region.extra["log"] else "softmax"
     doc = f"{kind}: a row over SPLIT programs, chunk statistics exchanged; one read, one write."
     return exchange_unit(name, io, p_, r_, split, body, doc)
 
 
-def _chunk_max_sum(x: str, mask: str, m: str, s: str, e: str = "e_t") -> list[str]:
-    """A chunk's max `m`, `e` = exp(x - m) (zero where masked) and normaliser `s` = sum(e); a chunk of -inf
-    has m = -inf and s = 0."""
+def _chunk_max_sum(x: str, mask: str, m: str, s: str) -> list[str]:
+    """A chunk's max `m` and normaliser `s` = sum(exp(x - m)); a chunk of -inf has m = -inf and s = 0."""
     return [f"{m} = tl.max({x}, axis=0)",
-            f"{e} = tl.where({mask}, tl.exp({x} - tl.where({m} == float('-inf'), 0.0, {m})), 0.0)",
-            f"{s} = tl.sum({e}, axis=0)"]
+            f"{s} = tl.sum(tl.where({mask}, tl.exp({x} - tl.where({m} == float('-inf'), 0.0, {m})), 0.0), axis=0)"]
 
 
 def softmax_region(node: Node, graph: Graph) -> Region | None:
