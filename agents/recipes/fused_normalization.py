@@ -32,7 +32,7 @@ from kskill.agents.recipes.templates.batch_norm import (
 from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.exchange import (
-    chosen_split, chunk_lines, exchange_unit, fallback, gather, publish)
+    Split, chosen_split, exchange_unit, fallback, gather, publish)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -138,7 +138,7 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     for key in ("weight", "bias"):
         if region.extra.get(key) is not None:
             io.add(region.extra[key])
-    exchange = chosen_split(r_, params, ("BLOCK_R", "SPLIT")) if r_ > MAX_PERSISTENT else None
+    exchange = chosen_split(p_, r_, params, ("BLOCK_R", "SPLIT")) if r_ > MAX_PERSISTENT else None
     if exchange is not None:
         return _exchange_unit(name, region, io, exchange)
     if p["SPLIT"] > 1 and r_ > p["BLOCK_R"]:
@@ -179,21 +179,20 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     return io.unit(name, kernel, launcher, {"BLOCK_R": p["BLOCK_R"], "num_warps": p["num_warps"]})
 
 
-def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int, int]) -> KernelUnit:
+def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> KernelUnit:
     """A long row split over SPLIT adjacent programs, each holding its chunk in registers: chunk mean and
     M2 exchanged (templates/exchange.py) and Chan-merged, then each program normalises its chunk. One read."""
     p_, r_, _ = region.extra["view"]
     load, x = io.load_input("offs", "mask")
     again, x_j = io.load_input("offs_j", "mask_j", var="x_j", prefix="q")
-    body = chunk_lines(program_id(0, io.wide))
-    body += load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t") + gather("row")
-    body += ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
+    first = load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t")
+    body = gather("row") + ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
              "mean_k = tl.where(ok, a_k, 0.0)", "m2_k = tl.where(ok, b_k, 0.0)"] + PARTS_MERGE
     body += fallback(again + [f"x_j = tl.where(mask_j, {x_j}, 0.0)"] + tile_stats("x_j", "mask_j") + CHAN_MERGE)
     body += [f"y = (x - mean) * tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + _affine(io, region, "y")
     body += io.store_result("y", "offs", "mask", loaded="x")
     doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."
-    return exchange_unit(name, io, p_, r_, split, body, doc)
+    return exchange_unit(name, io, p_, r_, split, first, body, doc)
 
 
 def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) -> KernelUnit:

@@ -18,8 +18,7 @@ from kskill.agents.recipes.graph import Graph, Node
 from kskill.agents.recipes.matching import first_operand, is_float, normalise_dims, prq
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
-from kskill.agents.recipes.templates.exchange import (
-    chosen_split, chunk_lines, exchange_unit, fallback, gather, publish)
+from kskill.agents.recipes.templates.exchange import Split, chosen_split, exchange_unit, fallback, gather, publish
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -54,7 +53,7 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
         body += io.store_result("y", "offs", "mask")
         doc = "one row per program, held in registers: one read, one write"
         grid = f"({p_},)"
-    elif q_ == 1 and (split := chosen_split(r_, params, ("BLOCK_R",))) is not None:
+    elif q_ == 1 and (split := chosen_split(p_, r_, params, ("BLOCK_R",))) is not None:
         return _exchange_unit(name, region, io, split)
     elif q_ == 1:
         load1, x1 = io.load_input("offs", "mask", "float('-inf')")
@@ -93,17 +92,16 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
     return io.unit(name, kernel, launcher, {"BLOCK_R": p["BLOCK_R"], "BLOCK_Q": block_q, "num_warps": p["num_warps"]})
 
 
-def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int, int]) -> KernelUnit:
+def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> KernelUnit:
     """A long row split over SPLIT adjacent programs, each holding its chunk in registers: chunk max and
     normaliser exchanged (templates/exchange.py), then each program writes its chunk. One read."""
     p_, r_, _ = region.extra["view"]
     neg = "float('-inf')"
     load, x = io.load_input("offs", "mask", neg)
     again, x_j = io.load_input("offs_j", "mask_j", neg, var="x_j", prefix="q")
-    body = chunk_lines(program_id(0, io.wide))
-    body += load + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_t", "l_t")
-    body += publish("m_t", "l_t") + gather("row")
-    body += [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
+    first = load + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_t", "l_t")
+    first += publish("m_t", "l_t")
+    body = gather("row") + [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
              f"safe = tl.where(big == {neg}, 0.0, big)",
              "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
     body += fallback(again + [
@@ -114,7 +112,7 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: tuple[int, int
     body += io.store_result("y", "offs", "mask")
     kind = "log_softmax" if region.extra["log"] else "softmax"
     doc = f"{kind}: a row over SPLIT programs, chunk statistics exchanged; one read, one write."
-    return exchange_unit(name, io, p_, r_, split, body, doc)
+    return exchange_unit(name, io, p_, r_, split, first, body, doc)
 
 
 def _chunk_max_sum(x: str, mask: str, m: str, s: str) -> list[str]:

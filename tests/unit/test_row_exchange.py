@@ -18,12 +18,17 @@ def _softmax(fn: str, shape: tuple[int, ...], scale: str = "x * 2.0") -> str:
                    f"[torch.randn{shape} * 4]")
 
 
-@pytest.mark.parametrize("fn, shape", [("softmax", (3, 20000)), ("log_softmax", (2, 9000))])
-def test_softmax_rows_split_over_programs_match_pytorch(fn, shape):
+@pytest.mark.parametrize("fn, shape, pairs", [("softmax", (3, 20000), False), ("log_softmax", (2, 9000), True),
+                                              ("softmax", (4, 20000), True)])
+def test_softmax_rows_split_over_programs_match_pytorch(fn, shape, pairs):
+    """An even number of rows pairs them up (two chunks a program, both published before any wait)."""
     cand = check(_softmax(fn, shape), ["online_softmax", "kernel_fusion"])
-    assert "tl.atomic_xchg(ws_ptr + pid" in cand.source and "while (missing > 0) & (spins < SPIN)" in cand.source
+    slots = ["row0 * SPLIT + c", "row1 * SPLIT + c"] if pairs else ["row * SPLIT + c"]
+    assert all(f"tl.atomic_xchg(ws_ptr + {slot}" in cand.source for slot in slots)
+    assert "while (missing > 0) & (spins < SPIN)" in cand.source
     split = -(-shape[-1] // 4096)
     assert f"SPLIT={split}, SPLIT_P2=" in cand.source, "4096-element chunks for rows this long"
+    assert f"[({shape[0] // (2 if pairs else 1) * split},)]" in cand.source, "one program per chunk or pair"
 
 
 def test_a_chunk_of_minus_infinity_gives_no_nan():
@@ -59,6 +64,15 @@ def test_split_bounds():
     assert exchange.row_exchange(393216) == (48, 8192, 4)
     assert exchange.row_exchange(exchange.MAX_SPLIT * 8192) == (exchange.MAX_SPLIT, 8192, 4)
     assert exchange.row_exchange(exchange.MAX_SPLIT * 8192 + 1) is None, "longer rows keep the two-read forms"
+
+
+def test_pair_bounds():
+    assert exchange.pair_split(4096, 393216) == (96, exchange.PAIR_CHUNK, 4, True)
+    assert exchange.pair_split(4095, 393216) is None, "an odd number of rows"
+    assert exchange.pair_split(2, exchange.PAIR_CHUNK) is None, "a row one chunk holds"
+    assert exchange.pair_split(2, exchange.MAX_PAIR_SPLIT * exchange.PAIR_CHUNK + 1) is None
+    assert exchange.chosen_split(4, 20000, {"pairs": False}, ()) == (5, 4096, 2, False), "the one-row form"
+    assert exchange.chosen_split(4, 20000, {"row_exchange": False}, ()) is None, "the two_reads variant"
 
 
 def test_rows_too_long_keep_the_two_read_forms():

@@ -1,9 +1,9 @@
 #!/bin/bash
 # #15, session 37, on the GPU machine from the checkout's root (.whl, .kb, .gpu carried):
-#   GPUTEST=1: the GPU test of the Planner's busy time; DEV=1: development timings (.gpu/s37.py, not product figures);
+#   GPUTEST=1: the GPU test of the Planner's busy time; SANI=1: compute-sanitizer memcheck over .gpu/sani.py; DEV=1: development timings (.gpu/s37.py, not product figures);
 #   then `kskill eval` over the rows in ONLY (default: L2/92, whose convolution the row norm now adopts),
 #   resumable from a state archive.
-# usage: [GPUTEST=1] [DEV=1] [ONLY="level1/42_* ..."] [LIMIT=570] bash eval/runs/push-h200-s37/run.sh STOP_AFTER_S [STATE.tgz]
+# usage: [GPUTEST=1] [SANI=1] [DEV=1] [ONLY="level1/42_* ..."] [LIMIT=570] bash eval/runs/push-h200-s37/run.sh STOP_AFTER_S [STATE.tgz]
 R=$PWD; S=/tmp/push; mkdir -p $OUT/logs $S
 source $R/eval/runs/setup_gpu.sh
 STOP=${1:-450}
@@ -12,6 +12,10 @@ if [ -n "$GPUTEST" ]; then  # -P and another directory: the installed kskill, no
   (cd /tmp && timeout 180 python3 -P -m pytest -q -p no:cacheprovider -m gpu \
     "$R/tests/gpu/test_reviewer_gpu.py::test_profiled_kernel_time_counts_kernels_side_by_side_once") > $OUT/logs/gputest.txt 2>&1
   echo "gpu test rc=$? at ${SECONDS}s"; tail -5 $OUT/logs/gputest.txt
+fi
+if [ -n "$SANI" ]; then
+  timeout ${SANI_S:-150} compute-sanitizer --tool memcheck --print-limit 20 python3 .gpu/sani.py > $OUT/logs/sanitizer.txt 2>&1
+  echo "sanitizer rc=$? at ${SECONDS}s"; tail -12 $OUT/logs/sanitizer.txt
 fi
 if [ -n "$DEV" ]; then
   timeout 330 python3 .gpu/s37.py > $OUT/logs/dev.txt 2>&1
