@@ -138,7 +138,7 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     for key in ("weight", "bias"):
         if region.extra.get(key) is not None:
             io.add(region.extra[key])
-    exchange = chosen_split(p_, r_, params, ("BLOCK_R", "SPLIT")) if r_ > MAX_PERSISTENT else None
+    exchange = chosen_split(p_, r_, params, ("BLOCK_R", "SPLIT"), pairs=False) if r_ > MAX_PERSISTENT else None
     if exchange is not None:
         return _exchange_unit(name, region, io, exchange)
     if p["SPLIT"] > 1 and r_ > p["BLOCK_R"]:

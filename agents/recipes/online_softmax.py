@@ -53,7 +53,7 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
         body += io.store_result("y", "offs", "mask")
         doc = "one row per program, held in registers: one read, one write"
         grid = f"({p_},)"
-    elif q_ == 1 and (split := chosen_split(p_, r_, params, ("BLOCK_R",))) is not None:
+    elif q_ == 1 and (split := chosen_split(p_, r_, params, ("BLOCK_R",), pairs=True)) is not None:
         return _exchange_unit(name, region, io, split)
     elif q_ == 1:
         load1, x1 = io.load_input("offs", "mask", "float('-inf')")

@@ -45,17 +45,20 @@ def test_a_chunk_of_minus_infinity_gives_no_nan():
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("module, shape", [("nn.InstanceNorm2d(3, affine=True)", (2, 3, 100, 130)),
-                                           ("nn.GroupNorm(2, 4)", (2, 4, 70, 90)),
-                                           ("nn.LayerNorm((6, 2000))", (3, 6, 2000))])
-def test_norm_rows_split_over_programs_match_pytorch(module, shape):
+@pytest.mark.parametrize("module, shape, rows", [("nn.InstanceNorm2d(3, affine=True)", (2, 3, 100, 130), 6),
+                                                 ("nn.GroupNorm(2, 4)", (2, 4, 70, 90), 4),
+                                                 ("nn.LayerNorm((6, 2000))", (3, 6, 2000), 3)])
+@pytest.mark.parametrize("pairs", [False, True])
+def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, pairs):
+    """One row a program by default; two where the `pairs` parameter asks and the rows pair up."""
     ctor = (f"    def __init__(self):\n        super().__init__()\n        self.n = {module}\n"
             "        with torch.no_grad():\n"
             "            for p in self.n.parameters():\n                p.copy_(torch.randn_like(p))\n")
     src = problem(f"class Model(nn.Module):\n{ctor}    def forward(self, x):\n        return torch.relu(self.n(x))\n",
                   f"[torch.rand{shape} * 3 + 1]")
-    cand = check(src, ["fused_normalization", "kernel_fusion"])
+    cand = check(src, ["fused_normalization", "kernel_fusion"], {"pairs": True} if pairs else None)
     assert "ws_ptr" in cand.source and "_stats[" not in cand.source, "one kernel, no statistics launch"
+    assert ("row1 = grp" in cand.source) == (pairs and rows % 2 == 0)
 
 
 def test_split_bounds():
@@ -71,8 +74,10 @@ def test_pair_bounds():
     assert exchange.pair_split(4095, 393216) is None, "an odd number of rows"
     assert exchange.pair_split(2, exchange.PAIR_CHUNK) is None, "a row one chunk holds"
     assert exchange.pair_split(2, exchange.MAX_PAIR_SPLIT * exchange.PAIR_CHUNK + 1) is None
-    assert exchange.chosen_split(4, 20000, {"pairs": False}, ()) == (5, 4096, 2, False), "the one-row form"
-    assert exchange.chosen_split(4, 20000, {"row_exchange": False}, ()) is None, "the two_reads variant"
+    assert exchange.chosen_split(4, 20000, {}, (), pairs=True) == (5, 4096, 4, True)
+    assert exchange.chosen_split(4, 20000, {}, (), pairs=False) == (5, 4096, 2, False), "the one-row form"
+    assert exchange.chosen_split(4, 20000, {"pairs": True}, (), pairs=False).pairs, "the parameter decides"
+    assert exchange.chosen_split(4, 20000, {"row_exchange": False}, (), pairs=True) is None, "the two_reads variant"
 
 
 def test_rows_too_long_keep_the_two_read_forms():

@@ -18,9 +18,11 @@ time) has its chunk read and reduced by the waiting program itself. The result i
 time is lost. The recipes keep SPLIT well under the GPU's resident programs so that on a GPU of
 its own a row's programs run together and the fallback stays idle.
 
-Where the rows pair up, a program takes two rows' chunks: it loads and publishes the first, then
+Where the rows pair up, a program can take two rows' chunks: it loads and publishes the first, then
 the second, and only then waits for the first row's siblings, so that its loads keep the memory busy
-while its siblings finish theirs. Waiting was a fifth of the one-row form's time on the H200. Where both this form and the
+while its siblings finish theirs. Waiting was a fifth of the one-row softmax's time on the H200, and
+pairs are softmax's default; the row norms keep one row a program, which measured faster for
+instance norm (eval/runs/push-h200-s37/NOTES.md). Either takes the other with the `pairs` parameter. Where both this form and the
 two-read one apply, the search measures both: they are the row_exchange and two_reads variants of
 online_softmax and fused_normalization in the skill graph.
 """
@@ -54,13 +56,13 @@ class Split(NamedTuple):
     pairs: bool  # two rows a program
 
 
-def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...]) -> Split | None:
-    """How `rows` rows of `r` are split: two rows a program where pair_split allows, else row_exchange;
-    None when the technique's two_reads variant is chosen (`row_exchange` false) or the params tune the
-    two-read form (any key of `tuned`)."""
+def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...], pairs: bool) -> Split | None:
+    """How `rows` rows of `r` are split: two rows a program where `pairs` (or the params' `pairs`) asks for
+    it and pair_split allows, else row_exchange; None when the technique's two_reads variant is chosen
+    (`row_exchange` false) or the params tune the two-read form (any key of `tuned`)."""
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
-    if params.get("pairs", True) and (paired := pair_split(rows, r)) is not None:
+    if params.get("pairs", pairs) and (paired := pair_split(rows, r)) is not None:
         return paired
     single = row_exchange(r)
     return None if single is None else Split(*single, False)
