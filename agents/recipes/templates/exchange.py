@@ -22,9 +22,10 @@ Where the rows pair up, a program can take two rows' chunks: it loads and publis
 the second, and only then waits for the first row's siblings, so that its loads keep the memory busy
 while its siblings finish theirs. Waiting was a fifth of the one-row softmax's time on the H200, and
 pairs are softmax's default; the row norms keep one row a program, which measured faster for
-instance norm (eval/runs/push-h200-s37/NOTES.md). Either takes the other with the `pairs` parameter. Where both this form and the
-two-read one apply, the search measures both: they are the row_exchange and two_reads variants of
-online_softmax and fused_normalization in the skill graph.
+instance norm (eval/runs/push-h200-s37/NOTES.md). The `pairs` parameter chooses either way.
+
+Where both this form and the two-read one apply, the search measures both: they are the
+row_exchange and two_reads variants of online_softmax and fused_normalization in the skill graph.
 """
 
 from __future__ import annotations
@@ -71,9 +72,9 @@ def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ..
 def pair_split(rows: int, r: int) -> Split | None:
     """Two rows a program, each in chunks of PAIR_CHUNK: a program loads and publishes its chunk of the
     first row, then loads and publishes its chunk of the second while the first row's siblings finish
-    loading theirs, and only then waits. On the H200 a softmax over 4096 x 393216 ran in 3.56 ms so
-    against 4.13-4.22 ms with one row a program (eval/runs/push-h200-s37/NOTES.md). None for an odd
-    number of rows, a row one chunk holds, or one of more than MAX_PAIR_SPLIT chunks."""
+    loading theirs, and only then waits. On the H200 a softmax over 4096 x 393216 ran in 3.56 ms
+    against 4.13-4.22 ms with one row a program (a prototype; eval/runs/push-h200-s37/NOTES.md). None
+    for an odd number of rows, a row one chunk holds, or one of more than MAX_PAIR_SPLIT chunks."""
     split = -(-r // PAIR_CHUNK)
     if rows % 2 or r <= PAIR_CHUNK or split > MAX_PAIR_SPLIT:
         return None
@@ -125,6 +126,7 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
 
 
 def _assigned(lines: list[str]) -> set[str]:
+    """The names `lines` assign (`name = ...` at the start of a line)."""
     return {m.group(1) for ln in lines if (m := re.match(r"\s*([A-Za-z_]\w*)\s*=(?!=)", ln))}
 
 
