@@ -61,7 +61,7 @@ ROLLED = [("F.max_pool2d(x, 4, 1, 1)", "(2, 3, 37, 45)"), ("F.max_pool2d(torch.r
           ("F.max_pool3d(x, (2, 3, 2), stride=(1, 2, 1), padding=(1, 1, 0))", "(2, 3, 7, 9, 40)")]
 
 
-@pytest.mark.parametrize("unroll", [1, 2])
+@pytest.mark.parametrize("unroll", [1, 4])  # 4: the default
 @pytest.mark.parametrize("call,shape", ROLLED)
 def test_overlapping_rows_roll(call, shape, unroll):
     src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n",
