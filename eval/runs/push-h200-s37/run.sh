@@ -2,7 +2,8 @@
 # #15, session 37, on the GPU machine from the checkout's root (.whl, .kb, .gpu carried):
 #   GPUTEST=1: the GPU test of the Planner's busy time; SANI=1: compute-sanitizer memcheck over .gpu/sani.py; DEV=1: development timings (.gpu/s37.py, not product figures);
 #   then `kskill eval` over the rows in ONLY (default: L2/92, whose convolution the row norm now adopts),
-#   resumable from a state archive.
+#   resumable from a state archive. Keep LIMIT well inside the session's GPU budget: a call cut short returns
+#   only what is under $OUT (the rows copied out as they finish, not the archive).
 # usage: [GPUTEST=1] [SANI=1] [DEV=1] [ONLY="level1/42_* ..."] [LIMIT=570] bash eval/runs/push-h200-s37/run.sh STOP_AFTER_S [STATE.tgz]
 R=$PWD; S=/tmp/push; mkdir -p $OUT/logs $S
 source $R/eval/runs/setup_gpu.sh
@@ -24,9 +25,12 @@ fi
 F=(${ONLY:-level2/92_*})
 ARGS=(); for f in "${F[@]}"; do ARGS+=(--filter "$f"); done
 if [ $SECONDS -lt $STOP ]; then
+  # finished rows copied out as they land: a call cut short (the session's GPU budget) still returns them
+  mkdir -p $OUT/rows; (while sleep 10; do cp -u $S/eval/rows/*.json $OUT/rows/ 2>/dev/null; done) & COPIER=$!
   timeout -k 10 $((${LIMIT:-570} - SECONDS)) kskill eval run $R/.kb "${ARGS[@]}" --time-limit 60 --workers 1 --out $S/eval \
     --resume --stop-after $((STOP - SECONDS)) >> $OUT/logs/push.txt 2>&1
   echo "eval rc=$? at ${SECONDS}s: $(ls $S/eval/rows 2>/dev/null | wc -l) of ${#F[@]} rows"
+  kill $COPIER; cp -u $S/eval/rows/*.json $OUT/rows/ 2>/dev/null
 fi
 tail -30 $OUT/logs/push.txt
 tar czf $OUT/push.tgz --exclude='*.pt' --exclude=kh -C $S .
