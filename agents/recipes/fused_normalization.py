@@ -186,7 +186,7 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     load, x = io.load_input("offs", "mask")
     again, x_j = io.load_input("offs_j", "mask_j", var="x_j", prefix="q")
     first = load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t")
-    body = gather("row") + ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
+    body = gather() + ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
                             "mean_k = tl.where(ok, a_k, 0.0)", "m2_k = tl.where(ok, b_k, 0.0)"] + PARTS_MERGE
     body += fallback(again + [f"x_j = tl.where(mask_j, {x_j}, 0.0)"] + tile_stats("x_j", "mask_j") + CHAN_MERGE)
     body += [f"y = (x - mean) * tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + _affine(io, region, "y")
@@ -208,7 +208,8 @@ def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) 
     stats = head + chunk + ["    " + ln for ln in load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + CHAN_MERGE]
     stats += [f"tl.store(ws_ptr + (row * SPLIT + s) * 3 + {k}, {v})" for k, v in enumerate(("count", "mean", "m2"))]
     load, x = io.load_input("offs", "mask")
-    apply = head[:2] + load_parts("ws_ptr", "row * SPLIT") + PARTS_MERGE
+    place = head[:2]  # row and s, without the running statistics the stats kernel starts from
+    apply = place + load_parts("ws_ptr", "row * SPLIT") + PARTS_MERGE
     apply += [f"rstd = tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + chunk
     apply += ["    " + ln for ln in load] + [f"    y = ({x} - mean) * rstd"]
     apply += ["    " + ln for ln in _affine(io, region, "y") + io.store_result("y", "offs", "mask", loaded=x)]

@@ -101,7 +101,7 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     again, x_j = io.load_input("offs_j", "mask_j", neg, var="x_j", prefix="q")
     first = load + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_t", "l_t")
     first += publish("m_t", "l_t")
-    body = gather("row") + [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
+    body = gather() + [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
                             f"safe = tl.where(big == {neg}, 0.0, big)",
                             "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
     body += fallback(again + [

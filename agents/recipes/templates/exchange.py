@@ -101,17 +101,17 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
     assigns taking the row's number as a suffix."""
     place = [f"pid = {program_id(0, io.wide)}", "c = pid % SPLIT", "cols = c * BLOCK_R + tl.arange(0, BLOCK_R)",
              "mask = cols < R"]
-    row = ["offs = row * R + cols"]
+    locate = ["offs = row * R + cols"]
     if split.pairs:
-        names = _assigned(["row = 0"] + row + first)
+        names = {"row"} | _assigned(locate + first)
         body = place + ["grp = pid // SPLIT"]
         for k in range(2):
-            body += _suffixed([f"row = grp * 2 + {k}"] + row + first, k, names)
+            body += _suffixed([f"row = grp * 2 + {k}"] + locate + first, k, names)
         for k in range(2):
             body += _suffixed(then, k, names)
         programs = rows // 2 * split.split
     else:
-        body = place + ["row = pid // SPLIT"] + row + first + then
+        body = place + ["row = pid // SPLIT"] + locate + first + then
         programs = rows * split.split
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
               f'    """{doc}"""\n{indent(body, 4)}\n')
@@ -143,11 +143,11 @@ def publish(a: str, b: str) -> list[str]:
             "tl.atomic_xchg(ws_ptr + row * SPLIT + c, packed.to(tl.int64, bitcast=True), sem='release')"]
 
 
-def gather(row: str) -> list[str]:
+def gather() -> list[str]:
     """Kernel lines reading the SPLIT slots of `row`, polling up to SPIN times while any is unpublished.
     Defines `ks` (chunk indices, SPLIT_P2 lanes), `ok` (published), `lost` (still unpublished), `missing`
     (how many), and the unpacked `a_k`, `b_k` (garbage where not `ok`)."""
-    load = f"got = tl.load(ws_ptr + {row} * SPLIT + ks, mask=ks < SPLIT, other=0, volatile=True)"
+    load = "got = tl.load(ws_ptr + row * SPLIT + ks, mask=ks < SPLIT, other=0, volatile=True)"
     count = f"missing = tl.sum(((ks < SPLIT) & (got == {EMPTY})).to(tl.int32), axis=0)"
     return ["ks = tl.arange(0, SPLIT_P2)", load, count, "spins = 0",
             "while (missing > 0) & (spins < SPIN):", "    " + load, "    " + count, "    spins += 1",
