@@ -18,17 +18,22 @@ def _softmax(fn: str, shape: tuple[int, ...], scale: str = "x * 2.0") -> str:
                    f"[torch.randn{shape} * 4]")
 
 
-@pytest.mark.parametrize("fn, shape, pairs", [("softmax", (3, 20000), False), ("log_softmax", (2, 9000), True),
-                                              ("softmax", (4, 20000), True)])
-def test_softmax_rows_split_over_programs_match_pytorch(fn, shape, pairs):
-    """An even number of rows pairs them up (two chunks a program, both published before any wait)."""
-    cand = check(_softmax(fn, shape), ["online_softmax", "kernel_fusion"])
-    slots = ["row0 * SPLIT + c", "row1 * SPLIT + c"] if pairs else ["row * SPLIT + c"]
+@pytest.mark.parametrize("fn, shape, group, params", [("softmax", (3, 20000), 1, None),
+                                                      ("log_softmax", (2, 9000), 2, None),
+                                                      ("softmax", (4, 20000), 2, None),
+                                                      ("softmax", (4, 20000), 4, {"group": 4}),
+                                                      ("softmax", (4, 20000), 1, {"group": 1})])
+def test_softmax_rows_split_over_programs_match_pytorch(fn, shape, group, params):
+    """Rows that divide into groups share programs (a chunk of each row a program, all published before any
+    wait): two by default, as many as the `group` parameter asks, in chunks that keep a program's elements."""
+    cand = check(_softmax(fn, shape), ["online_softmax", "kernel_fusion"], params)
+    slots = [f"row{k} * SPLIT + c" for k in range(group)] if group > 1 else ["row * SPLIT + c"]
     assert all(f"tl.atomic_xchg(ws_ptr + {slot}" in cand.source for slot in slots)
     assert "while (missing > 0) & (spins < SPIN)" in cand.source
-    split = -(-shape[-1] // 4096)
-    assert f"SPLIT={split}, SPLIT_P2=" in cand.source, "4096-element chunks for rows this long"
-    assert f"[({shape[0] // (2 if pairs else 1) * split},)]" in cand.source, "one program per chunk or pair"
+    chunk = {1: 4096, 2: 4096, 4: 2048}[group]
+    split = -(-shape[-1] // chunk)
+    assert f"SPLIT={split}, SPLIT_P2=" in cand.source, f"{chunk}-element chunks for rows this long"
+    assert f"[({shape[0] // group * split},)]" in cand.source, "one program per chunk of a group"
 
 
 def test_a_chunk_of_minus_infinity_gives_no_nan():
@@ -48,17 +53,20 @@ def test_a_chunk_of_minus_infinity_gives_no_nan():
 @pytest.mark.parametrize("module, shape, rows", [("nn.InstanceNorm2d(3, affine=True)", (2, 3, 100, 130), 6),
                                                  ("nn.GroupNorm(2, 4)", (2, 4, 70, 90), 4),
                                                  ("nn.LayerNorm((6, 2000))", (3, 6, 2000), 3)])
-@pytest.mark.parametrize("pairs", [False, True])
-def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, pairs):
-    """One row a program by default; two where the `pairs` parameter asks and the rows pair up."""
+@pytest.mark.parametrize("group", [None, 1, 4])
+def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, group):
+    """Two rows a program by default where the rows pair up, else one; the `group` parameter chooses."""
     ctor = (f"    def __init__(self):\n        super().__init__()\n        self.n = {module}\n"
             "        with torch.no_grad():\n"
             "            for p in self.n.parameters():\n                p.copy_(torch.randn_like(p))\n")
     src = problem(f"class Model(nn.Module):\n{ctor}    def forward(self, x):\n        return torch.relu(self.n(x))\n",
                   f"[torch.rand{shape} * 3 + 1]")
-    cand = check(src, ["fused_normalization", "kernel_fusion"], {"pairs": True} if pairs else None)
+    cand = check(src, ["fused_normalization", "kernel_fusion"], None if group is None else {"group": group})
     assert "ws_ptr" in cand.source and "_stats[" not in cand.source, "one kernel, no statistics launch"
-    assert ("row1 = grp" in cand.source) == (pairs and rows % 2 == 0)
+    want = group or 2
+    grouped = want if want > 1 and rows % want == 0 else 1
+    assert ("row1 = grp" in cand.source) == (grouped > 1)
+    assert ("row3 = grp" in cand.source) == (grouped == 4)
 
 
 def test_split_bounds():
@@ -69,19 +77,23 @@ def test_split_bounds():
     assert exchange.row_exchange(exchange.MAX_SPLIT * 8192 + 1) is None, "longer rows keep the two-read forms"
 
 
-def test_pair_bounds():
-    assert exchange.pair_split(4096, 393216) == (96, exchange.PAIR_CHUNK, 4, True)
-    assert exchange.pair_split(4095, 393216) is None, "an odd number of rows"
-    assert exchange.pair_split(2, exchange.PAIR_CHUNK) is None, "a row one chunk holds"
-    assert exchange.pair_split(2, exchange.MAX_PAIR_SPLIT * exchange.PAIR_CHUNK + 1) is None
-    assert exchange.chosen_split(4, 20000, {}, (), pairs=True) == (5, 4096, 4, True)
-    assert exchange.chosen_split(4, 20000, {}, (), pairs=False) == (5, 4096, 2, False), "the one-row form"
-    assert exchange.chosen_split(4, 20000, {"pairs": True}, (), pairs=False).pairs, "the parameter decides"
-    assert exchange.chosen_split(4, 20000, {"row_exchange": False}, (), pairs=True) is None, "the two_reads variant"
+def test_group_bounds():
+    pair = exchange.Grouped(2, 4096, 4)
+    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2)
+    assert exchange.group_split(4095, 393216, pair) is None, "rows that do not pair up"
+    assert exchange.group_split(2, 4096, pair) is None, "a row one chunk holds"
+    assert exchange.group_split(2, exchange.MAX_GROUP_SPLIT * 4096 + 1, pair) is None
+    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 4, 2)
+    assert exchange.chosen_split(4, 20000, {"group": 1}, (), pair) == (5, 4096, 2, 1), "the one-row form"
+    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4), "the elements kept"
+    assert exchange.chosen_split(6, 20000, {"group": 4}, (), pair).group == 1, "6 rows make no groups of 4"
+    assert exchange.chosen_split(4, 20000, {"row_exchange": False}, (), pair) is None, "the two_reads variant"
+    assert exchange.chosen_split(4, 20000, {"BLOCK_R": 1024}, ("BLOCK_R",), pair) is None, "the two-read form tuned"
 
 
 def test_rows_too_long_keep_the_two_read_forms():
-    cand = build_candidate(_softmax("softmax", (2, exchange.MAX_SPLIT * 8192 + 1), "x"), ["online_softmax"])
+    longest = max(exchange.MAX_SPLIT * 8192, exchange.MAX_GROUP_SPLIT * 4096)
+    cand = build_candidate(_softmax("softmax", (2, longest + 1), "x"), ["online_softmax"])
     assert "ws_ptr" not in cand.source and "m_new" in cand.source
 
 

@@ -18,11 +18,12 @@ time) has its chunk read and reduced by the waiting program itself. The result i
 time is lost. The recipes keep SPLIT well under the GPU's resident programs so that on a GPU of
 its own a row's programs run together and the fallback stays idle.
 
-Where the rows pair up, a program can take two rows' chunks: it loads and publishes the first, then
-the second, and only then waits for the first row's siblings, so that its loads keep the memory busy
-while its siblings finish theirs. Waiting was a fifth of the one-row softmax's time on the H200, and
-pairs are softmax's default; the row norms keep one row a program, which measured faster for
-instance norm (eval/runs/push-h200-s37/NOTES.md). The `pairs` parameter chooses either way.
+Where the rows divide into groups of two or four, a program can take a chunk of each row of a group: it
+loads and publishes them one after the other, and only then waits for the first row's siblings, so that
+its loads keep the memory busy while its siblings finish theirs. Waiting was a fifth of the one-row
+softmax's time on the H200. Each recipe names the grouped form it starts from (rows, chunk, warps:
+softmax two rows in chunks of 4096 over 4 warps, the row norms two rows in chunks of 2048 over one warp;
+eval/runs/push-h200-s37/NOTES.md, push-h200-s38/NOTES.md); the `group` parameter overrides the rows.
 
 Where both this form and the two-read one apply, the search measures both: they are the
 row_exchange and two_reads variants of online_softmax and fused_normalization in the skill graph.
@@ -46,39 +47,47 @@ SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
 
 MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident at these chunk sizes
 CHUNKS = (4096, 8192)  # fp32 elements a program holds; num_warps = chunk // 2048
-PAIR_CHUNK = 4096  # with two rows a program: two chunks of 4096 over 4 warps
-MAX_PAIR_SPLIT = 128
+MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are smaller
 
 
 class Split(NamedTuple):
     split: int  # programs a row
     block: int  # elements of a chunk
     warps: int
-    pairs: bool  # two rows a program
+    group: int  # rows a program: 1, or 2 or 4 (a chunk of each, all published before any wait)
 
 
-def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...], pairs: bool) -> Split | None:
-    """How `rows` rows of `r` are split: two rows a program where `pairs` (or the params' `pairs`) asks for
-    it and pair_split allows, else row_exchange; None when the technique's two_reads variant is chosen
-    (`row_exchange` false) or the params tune the two-read form (any key of `tuned`)."""
+class Grouped(NamedTuple):
+    """A technique's grouped form: rows a program, the chunk of each row, warps."""
+    rows: int
+    chunk: int
+    warps: int
+
+
+def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...], grouped: Grouped) -> Split | None:
+    """How `rows` rows of `r` are split: `grouped` (or the params' `group` rows a program, in chunks that keep
+    the elements a program holds) where group_split allows it, else row_exchange (`group` 1); None when the
+    technique's two_reads variant is chosen (`row_exchange` false) or the params tune the two-read form (any
+    key of `tuned`)."""
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
-    if params.get("pairs", pairs) and (paired := pair_split(rows, r)) is not None:
-        return paired
+    group = int(params.get("group", grouped.rows))
+    if group != grouped.rows:
+        grouped = Grouped(group, max(1024, grouped.chunk * grouped.rows // max(group, 1)), grouped.warps)
+    if group > 1 and (split := group_split(rows, r, grouped)) is not None:
+        return split
     single = row_exchange(r)
-    return None if single is None else Split(*single, False)
+    return None if single is None else Split(*single, 1)
 
 
-def pair_split(rows: int, r: int) -> Split | None:
-    """Two rows a program, each in chunks of PAIR_CHUNK: a program loads and publishes its chunk of the
-    first row, then loads and publishes its chunk of the second while the first row's siblings finish
-    loading theirs, and only then waits. On the H200 a softmax over 4096 x 393216 ran in 3.56 ms
-    against 4.13-4.22 ms with one row a program (a prototype; eval/runs/push-h200-s37/NOTES.md). None
-    for an odd number of rows, a row one chunk holds, or one of more than MAX_PAIR_SPLIT chunks."""
-    split = -(-r // PAIR_CHUNK)
-    if rows % 2 or r <= PAIR_CHUNK or split > MAX_PAIR_SPLIT:
+def group_split(rows: int, r: int, grouped: Grouped) -> Split | None:
+    """`grouped.rows` rows a program, each in chunks of `grouped.chunk`: a program loads and publishes its
+    chunk of each row in turn while the first row's siblings finish loading theirs, and only then waits.
+    None when the rows do not divide into groups, a row fits one chunk, or needs more than MAX_GROUP_SPLIT."""
+    split = -(-r // grouped.chunk)
+    if rows % grouped.rows or r <= grouped.chunk or split > MAX_GROUP_SPLIT:
         return None
-    return Split(split, PAIR_CHUNK, 4, True)
+    return Split(split, grouped.chunk, grouped.warps, grouped.rows)
 
 
 def row_exchange(r: int) -> tuple[int, int, int] | None:
@@ -97,22 +106,21 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
     """The kernel and its launcher (the slots filled with EMPTY, the poll bound for the device). `first`
     loads this program's chunk of `row` (`offs` = row * R + `cols`, `mask`), reduces it and publishes;
     `then` gathers the row's statistics and writes the chunk. With one row a program the kernel is
-    `first` then `then`; with two, `first` for each row, then `then` for each, every name `first`
-    assigns taking the row's number as a suffix."""
+    `first` then `then`; with a group, `first` for each row, then `then` for each, every name `first`
+    assigns taking the row's place in the group as a suffix."""
     place = [f"pid = {program_id(0, io.wide)}", "c = pid % SPLIT", "cols = c * BLOCK_R + tl.arange(0, BLOCK_R)",
              "mask = cols < R"]
     locate = ["offs = row * R + cols"]
-    if split.pairs:
+    if split.group > 1:
         names = {"row"} | _assigned(locate + first)
         body = place + ["grp = pid // SPLIT"]
-        for k in range(2):
-            body += _suffixed([f"row = grp * 2 + {k}"] + locate + first, k, names)
-        for k in range(2):
+        for k in range(split.group):
+            body += _suffixed([f"row = grp * {split.group} + {k}"] + locate + first, k, names)
+        for k in range(split.group):
             body += _suffixed(then, k, names)
-        programs = rows // 2 * split.split
     else:
         body = place + ["row = pid // SPLIT"] + locate + first + then
-        programs = rows * split.split
+    programs = rows // split.group * split.split
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
               f'    """{doc}"""\n{indent(body, 4)}\n')
     operand = io.operand_names()[0]
@@ -121,7 +129,7 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
     consts = f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}"
     launcher = io.launcher(name, f"({programs},)", consts, body_before=before, extra_args=["ws", "spin"],
                            launch_opts=f"num_warps={split.warps}")
-    params = {"BLOCK_R": split.block, "SPLIT": split.split, "num_warps": split.warps, "pairs": split.pairs}
+    params = {"BLOCK_R": split.block, "SPLIT": split.split, "num_warps": split.warps, "group": split.group}
     return io.unit(name, kernel, launcher, params)
 
 
