@@ -19,13 +19,15 @@ def _softmax(fn: str, shape: tuple[int, ...], scale: str = "x * 2.0") -> str:
 
 
 @pytest.mark.parametrize("fn, shape, group, params", [("softmax", (3, 20000), 1, None),
-                                                      ("log_softmax", (2, 9000), 2, None),
-                                                      ("softmax", (4, 20000), 2, None),
+                                                      ("softmax", (4, 20000), 1, None),
+                                                      ("softmax", (2, 32 * 4096 + 1), 2, None),
+                                                      ("log_softmax", (2, 9000), 2, {"group": 2}),
                                                       ("softmax", (4, 20000), 4, {"group": 4}),
                                                       ("softmax", (4, 20000), 1, {"group": 1})])
 def test_softmax_rows_split_over_programs_match_pytorch(fn, shape, group, params):
-    """Rows that divide into groups share programs (a chunk of each row a program, all published before any
-    wait): two by default, as many as the `group` parameter asks, in chunks that keep a program's elements."""
+    """Rows of many chunks that divide into groups share programs (a chunk of each row a program, all
+    published before any wait): two by default, as many as the `group` parameter asks, in chunks that keep
+    a program's elements; rows of few chunks keep one row a program unless the parameter asks."""
     cand = check(_softmax(fn, shape), ["online_softmax", "kernel_fusion"], params)
     slots = [f"row{k} * SPLIT + c" for k in range(group)] if group > 1 else ["row * SPLIT + c"]
     assert all(f"tl.atomic_xchg(ws_ptr + {slot}" in cand.source for slot in slots)
@@ -53,9 +55,9 @@ def test_a_chunk_of_minus_infinity_gives_no_nan():
 @pytest.mark.parametrize("module, shape, rows", [("nn.InstanceNorm2d(3, affine=True)", (2, 3, 100, 130), 6),
                                                  ("nn.GroupNorm(2, 4)", (2, 4, 70, 90), 4),
                                                  ("nn.LayerNorm((6, 2000))", (3, 6, 2000), 3)])
-@pytest.mark.parametrize("group", [None, 1, 4])
+@pytest.mark.parametrize("group", [None, 2, 4])
 def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, group):
-    """Two rows a program by default where the rows pair up, else one; the `group` parameter chooses."""
+    """Rows of a few chunks keep one row a program; the `group` parameter groups them where they divide."""
     ctor = (f"    def __init__(self):\n        super().__init__()\n        self.n = {module}\n"
             "        with torch.no_grad():\n"
             "            for p in self.n.parameters():\n                p.copy_(torch.randn_like(p))\n")
@@ -63,8 +65,7 @@ def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, group)
                   f"[torch.rand{shape} * 3 + 1]")
     cand = check(src, ["fused_normalization", "kernel_fusion"], None if group is None else {"group": group})
     assert "ws_ptr" in cand.source and "_stats[" not in cand.source, "one kernel, no statistics launch"
-    want = group or 2
-    grouped = want if want > 1 and rows % want == 0 else 1
+    grouped = group if group and rows % group == 0 else 1
     assert ("row1 = grp" in cand.source) == (grouped > 1)
     assert ("row3 = grp" in cand.source) == (grouped == 4)
 
@@ -83,8 +84,10 @@ def test_group_bounds():
     assert exchange.group_split(4095, 393216, pair) is None, "rows that do not pair up"
     assert exchange.group_split(2, 4096, pair) is None, "a row one chunk holds"
     assert exchange.group_split(2, exchange.MAX_GROUP_SPLIT * 4096 + 1, pair) is None
-    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 4, 2)
-    assert exchange.chosen_split(4, 20000, {"group": 1}, (), pair) == (5, 4096, 2, 1), "the one-row form"
+    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2), "rows of many chunks"
+    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1), "the one-row form"
+    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1), "rows of a few chunks"
+    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2), "the parameter asks"
     assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4), "the elements kept"
     assert exchange.chosen_split(6, 20000, {"group": 4}, (), pair).group == 1, "6 rows make no groups of 4"
     assert exchange.chosen_split(4, 20000, {"row_exchange": False}, (), pair) is None, "the two_reads variant"

@@ -23,7 +23,8 @@ loads and publishes them one after the other, and only then waits for the first 
 its loads keep the memory busy while its siblings finish theirs. Waiting was a fifth of the one-row
 softmax's time on the H200. Each recipe names the grouped form it starts from (rows, chunk, warps:
 softmax two rows in chunks of 4096 over 4 warps, the row norms two rows in chunks of 2048 over one warp;
-eval/runs/push-h200-s37/NOTES.md, push-h200-s38/NOTES.md); the `group` parameter overrides the rows.
+eval/runs/push-h200-s37/NOTES.md, push-h200-s38/NOTES.md), taken where a row has many programs (the
+wait is for the slowest of them); the `group` parameter overrides both.
 
 Where both this form and the two-read one apply, the search measures both: they are the
 row_exchange and two_reads variants of online_softmax and fused_normalization in the skill graph.
@@ -48,6 +49,11 @@ SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
 MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident at these chunk sizes
 CHUNKS = (4096, 8192)  # fp32 elements a program holds; num_warps = chunk // 2048
 MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are smaller
+# Rows are grouped only where the one-row form has this many programs a row (or the `group` parameter asks):
+# a program waits for the slowest of its row's siblings, and the more there are the longer. On the H200
+# (push-h200-s38/NOTES.md) two rows a program ran 3 % faster with 64 siblings (instance norm), 6 % with 48
+# (softmax), the same with 27, and 4-10 % slower with 16 (group norms feeding pointwise work and pooling).
+GROUP_MIN_SPLIT = 32
 
 
 class Split(NamedTuple):
@@ -66,17 +72,19 @@ class Grouped(NamedTuple):
 
 def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...], grouped: Grouped) -> Split | None:
     """How `rows` rows of `r` are split: `grouped` (or the params' `group` rows a program, in chunks that keep
-    the elements a program holds) where group_split allows it, else row_exchange (`group` 1); None when the
-    technique's two_reads variant is chosen (`row_exchange` false) or the params tune the two-read form (any
-    key of `tuned`)."""
+    the elements a program holds) where the one-row form would have GROUP_MIN_SPLIT programs a row or more
+    (or the params ask) and group_split allows it, else row_exchange (`group` 1); None when the technique's
+    two_reads variant is chosen (`row_exchange` false) or the params tune the two-read form (any key of
+    `tuned`)."""
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
     group = int(params.get("group", grouped.rows))
     if group != grouped.rows:
         grouped = Grouped(group, max(1024, grouped.chunk * grouped.rows // max(group, 1)), grouped.warps)
-    if group > 1 and (split := group_split(rows, r, grouped)) is not None:
-        return split
     single = row_exchange(r)
+    many = single is None or single[0] >= GROUP_MIN_SPLIT or "group" in params
+    if group > 1 and many and (split := group_split(rows, r, grouped)) is not None:
+        return split
     return None if single is None else Split(*single, 1)
 
 
