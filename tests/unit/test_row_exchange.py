@@ -18,26 +18,24 @@ def _softmax(fn: str, shape: tuple[int, ...], scale: str = "x * 2.0") -> str:
                    f"[torch.randn{shape} * 4]")
 
 
-@pytest.mark.parametrize("fn, shape, params, lanes", [("softmax", (3, 20000), None, None),
-                                                      ("softmax", (2, 32 * 4096 + 1), None, 2),
-                                                      ("log_softmax", (3, 9000), {"pipeline": True, "lanes": 1}, 1),
-                                                      ("softmax", (5, 20000), {"pipeline": True, "lanes": 2}, 2),
-                                                      ("softmax", (4, 20000), {"pipeline": True}, 4)])
-def test_softmax_rows_split_over_programs_match_pytorch(fn, shape, params, lanes):
-    """Rows of a few chunks keep one row a program; rows of many (or where the `pipeline` parameter asks)
-    are pipelined: LANES * SPLIT programs, each walking the rows of its lane. Under the interpreter a lane
-    of several rows runs its siblings' chunks through the fallback, row after row."""
+@pytest.mark.parametrize("fn, shape, group, params", [("softmax", (3, 20000), 1, None),
+                                                      ("softmax", (4, 20000), 1, None),
+                                                      ("softmax", (2, 32 * 4096 + 1), 2, None),
+                                                      ("log_softmax", (2, 9000), 2, {"group": 2}),
+                                                      ("softmax", (4, 20000), 4, {"group": 4}),
+                                                      ("softmax", (4, 20000), 1, {"group": 1})])
+def test_softmax_rows_split_over_programs_match_pytorch(fn, shape, group, params):
+    """Rows of many chunks that divide into groups share programs (a chunk of each row a program, all
+    published before any wait): two by default, as many as the `group` parameter asks, in chunks that keep
+    a program's elements; rows of few chunks keep one row a program unless the parameter asks."""
     cand = check(_softmax(fn, shape), ["online_softmax", "kernel_fusion"], params)
+    slots = [f"row{k} * SPLIT + c" for k in range(group)] if group > 1 else ["row * SPLIT + c"]
+    assert all(f"tl.atomic_xchg(ws_ptr + {slot}" in cand.source for slot in slots)
     assert "while (missing > 0) & (spins < SPIN)" in cand.source
-    if lanes is None:
-        assert "tl.atomic_xchg(ws_ptr + row * SPLIT + c" in cand.source
-        assert f"SPLIT={-(-shape[-1] // 4096)}, SPLIT_P2=" in cand.source, "4096-element chunks for rows this long"
-        return
-    assert "tl.atomic_xchg(ws_ptr + row1 * SPLIT + c" in cand.source, "the next row published before the wait"
-    assert "while row0 < ROWS:" in cand.source
-    assert f"SPLIT={-(-shape[-1] // exchange.PIPE_CHUNK)}, SPLIT_P2=" in cand.source
-    assert f".get(x.device, {lanes})" in cand.source, "the first launch's lanes"
-    assert ("_resident(launched" in cand.source) == ("lanes" not in (params or {})), "reckoned unless fixed"
+    chunk = {1: 4096, 2: 4096, 4: 2048}[group]
+    split = -(-shape[-1] // chunk)
+    assert f"SPLIT={split}, SPLIT_P2=" in cand.source, f"{chunk}-element chunks for rows this long"
+    assert f"[({shape[0] // group * split},)]" in cand.source, "one program per chunk of a group"
 
 
 def test_a_chunk_of_minus_infinity_gives_no_nan():
@@ -57,18 +55,19 @@ def test_a_chunk_of_minus_infinity_gives_no_nan():
 @pytest.mark.parametrize("module, shape, rows", [("nn.InstanceNorm2d(3, affine=True)", (2, 3, 100, 130), 6),
                                                  ("nn.GroupNorm(2, 4)", (2, 4, 70, 90), 4),
                                                  ("nn.LayerNorm((6, 2000))", (3, 6, 2000), 3)])
-@pytest.mark.parametrize("params", [None, {"pipeline": True, "lanes": 1}, {"pipeline": True, "lanes": 2}])
-def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, params):
-    """Rows of a few chunks keep one row a program; the `pipeline` parameter pipelines them, each lane's
-    programs walking its rows (two lanes over 3 rows: one lane of two rows, one of one)."""
+@pytest.mark.parametrize("group", [None, 2, 4])
+def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, group):
+    """Rows of a few chunks keep one row a program; the `group` parameter groups them where they divide."""
     ctor = (f"    def __init__(self):\n        super().__init__()\n        self.n = {module}\n"
             "        with torch.no_grad():\n"
             "            for p in self.n.parameters():\n                p.copy_(torch.randn_like(p))\n")
     src = problem(f"class Model(nn.Module):\n{ctor}    def forward(self, x):\n        return torch.relu(self.n(x))\n",
                   f"[torch.rand{shape} * 3 + 1]")
-    cand = check(src, ["fused_normalization", "kernel_fusion"], params)
+    cand = check(src, ["fused_normalization", "kernel_fusion"], None if group is None else {"group": group})
     assert "ws_ptr" in cand.source and "_stats[" not in cand.source, "one kernel, no statistics launch"
-    assert ("while row0 < ROWS:" in cand.source) == (params is not None)
+    grouped = group if group and rows % group == 0 else 1
+    assert ("row1 = grp" in cand.source) == (grouped > 1)
+    assert ("row3 = grp" in cand.source) == (grouped == 4)
 
 
 def test_split_bounds():
@@ -79,20 +78,24 @@ def test_split_bounds():
     assert exchange.row_exchange(exchange.MAX_SPLIT * 8192 + 1) is None, "longer rows keep the two-read forms"
 
 
-def test_pipeline_bounds():
-    assert exchange.pipe_split(393216) == (192, exchange.PIPE_CHUNK, exchange.PIPE_WARPS, True)
-    assert exchange.pipe_split(exchange.PIPE_CHUNK) is None, "a row one chunk holds"
-    assert exchange.pipe_split(exchange.MAX_PIPE_SPLIT * exchange.PIPE_CHUNK + 1) is None
-    assert exchange.chosen_split(4, 393216, {}, ()).pipelined, "rows of many chunks"
-    assert exchange.chosen_split(4, 393216, {"pipeline": False}, ()) == (48, 8192, 4, False), "the one-row form"
-    assert exchange.chosen_split(4, 20000, {}, ()) == (5, 4096, 2, False), "rows of a few chunks"
-    assert exchange.chosen_split(4, 20000, {"pipeline": True}, ()) == (10, 2048, 1, True), "the parameter asks"
-    assert exchange.chosen_split(4, 20000, {"row_exchange": False}, ()) is None, "the two_reads variant"
-    assert exchange.chosen_split(4, 20000, {"BLOCK_R": 1024}, ("BLOCK_R",)) is None, "the two-read form tuned"
+def test_group_bounds():
+    pair = exchange.Grouped(2, 4096, 4)
+    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2)
+    assert exchange.group_split(4095, 393216, pair) is None, "rows that do not pair up"
+    assert exchange.group_split(2, 4096, pair) is None, "a row one chunk holds"
+    assert exchange.group_split(2, exchange.MAX_GROUP_SPLIT * 4096 + 1, pair) is None
+    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2), "rows of many chunks"
+    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1), "the one-row form"
+    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1), "rows of a few chunks"
+    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2), "the parameter asks"
+    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4), "the elements kept"
+    assert exchange.chosen_split(6, 20000, {"group": 4}, (), pair).group == 1, "6 rows make no groups of 4"
+    assert exchange.chosen_split(4, 20000, {"row_exchange": False}, (), pair) is None, "the two_reads variant"
+    assert exchange.chosen_split(4, 20000, {"BLOCK_R": 1024}, ("BLOCK_R",), pair) is None, "the two-read form tuned"
 
 
 def test_rows_too_long_keep_the_two_read_forms():
-    longest = max(exchange.MAX_SPLIT * 8192, exchange.MAX_PIPE_SPLIT * exchange.PIPE_CHUNK)
+    longest = max(exchange.MAX_SPLIT * 8192, exchange.MAX_GROUP_SPLIT * 4096)
     cand = build_candidate(_softmax("softmax", (2, longest + 1), "x"), ["online_softmax"])
     assert "ws_ptr" not in cand.source and "m_new" in cand.source
 

@@ -18,15 +18,13 @@ time) has its chunk read and reduced by the waiting program itself. The result i
 time is lost. The recipes keep SPLIT well under the GPU's resident programs so that on a GPU of
 its own a row's programs run together and the fallback stays idle.
 
-Where a row has many programs, waiting for the slowest of them costs most (a fifth of the one-row
-softmax's time on the H200), so the programs are pipelined instead: LANES * SPLIT programs, as many as
-the GPU keeps resident, each walking the rows of its lane LANES apart and loading and publishing its chunk
-of the next row before it waits for the current row's siblings, so that one row is always loading while
-another waits. The launcher takes LANES from the first launch's registers (Triton's fused-softmax tutorial
-reckons occupancy the same way); until then, and under the interpreter, every row is a lane of its own.
-On the H200 (eval/runs/push-h200-s38/NOTES.md) an instance norm over 7168 x 262144 ran in 3.82 ms against
-4.28 with one row a program and 4.14 with two, a softmax over 4096 x 393216 in 3.47 against 4.11 and 3.89.
-The `pipeline` parameter chooses either form, `lanes` fixes LANES.
+Where the rows divide into groups of two or four, a program can take a chunk of each row of a group: it
+loads and publishes them one after the other, and only then waits for the first row's siblings, so that
+its loads keep the memory busy while its siblings finish theirs. Waiting was a fifth of the one-row
+softmax's time on the H200. Each recipe names the grouped form it starts from (rows, chunk, warps:
+softmax two rows in chunks of 4096 over 4 warps, the row norms two rows in chunks of 2048 over one warp;
+eval/runs/push-h200-s37/NOTES.md, push-h200-s38/NOTES.md), taken where a row has many programs (the
+wait is for the slowest of them); the `group` parameter overrides both.
 
 Where both this form and the two-read one apply, the search measures both: they are the
 row_exchange and two_reads variants of online_softmax and fused_normalization in the skill graph.
@@ -50,43 +48,54 @@ SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
 
 MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident at these chunk sizes
 CHUNKS = (4096, 8192)  # fp32 elements a program holds; num_warps = chunk // 2048
-PIPE_CHUNK = 2048  # a pipelined program's chunk of each of its two rows in flight, over one warp
-PIPE_WARPS = 1
-MAX_PIPE_SPLIT = 256
-# Pipelined only where the one-row form has this many programs a row (or the `pipeline` parameter asks):
-# the more siblings, the longer the wait for the slowest. Two rows a program, the pipeline's first form,
-# ran 3-6 % faster with 48-64 siblings, the same with 27 and 4-10 % slower with 16 (push-h200-s38/NOTES.md).
-PIPE_MIN_SPLIT = 32
-ROWS_SIZE = "ROWS: tl.constexpr"
+MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are smaller
+# Rows are grouped only where the one-row form has this many programs a row (or the `group` parameter asks):
+# a program waits for the slowest of its row's siblings, and the more there are the longer. On the H200
+# (push-h200-s38/NOTES.md) two rows a program ran 3 % faster with 64 siblings (instance norm), 6 % with 48
+# (softmax), the same with 27, and 4-10 % slower with 16 (group norms feeding pointwise work and pooling).
+GROUP_MIN_SPLIT = 32
 
 
 class Split(NamedTuple):
     split: int  # programs a row
     block: int  # elements of a chunk
     warps: int
-    pipelined: bool  # resident programs walking the rows, the next row's chunk loaded before each wait
+    group: int  # rows a program: 1, or 2 or 4 (a chunk of each, all published before any wait)
 
 
-def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...]) -> Split | None:
-    """How rows of `r` are split: pipelined (pipe_split) where the one-row form would have PIPE_MIN_SPLIT
-    programs a row or more, or the params' `pipeline` asks; else row_exchange; None when the technique's
+class Grouped(NamedTuple):
+    """A technique's grouped form: rows a program, the chunk of each row, warps."""
+    rows: int
+    chunk: int
+    warps: int
+
+
+def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...], grouped: Grouped) -> Split | None:
+    """How `rows` rows of `r` are split: `grouped` (or the params' `group` rows a program, in chunks that keep
+    the elements a program holds) where the one-row form would have GROUP_MIN_SPLIT programs a row or more
+    (or the params ask) and group_split allows it, else row_exchange (`group` 1); None when the technique's
     two_reads variant is chosen (`row_exchange` false) or the params tune the two-read form (any key of
     `tuned`)."""
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
+    group = int(params.get("group", grouped.rows))
+    if group != grouped.rows:
+        grouped = Grouped(group, max(1024, grouped.chunk * grouped.rows // max(group, 1)), grouped.warps)
     single = row_exchange(r)
-    if params.get("pipeline", single is None or single[0] >= PIPE_MIN_SPLIT) and (pipe := pipe_split(r)):
-        return pipe
-    return None if single is None else Split(*single, False)
+    many = single is None or single[0] >= GROUP_MIN_SPLIT or "group" in params
+    if group > 1 and many and (split := group_split(rows, r, grouped)) is not None:
+        return split
+    return None if single is None else Split(*single, 1)
 
 
-def pipe_split(r: int) -> Split | None:
-    """Rows of `r` in chunks of PIPE_CHUNK for the pipelined form; None for a row one chunk holds or one of
-    more than MAX_PIPE_SPLIT chunks (a lane's programs must all be resident)."""
-    split = -(-r // PIPE_CHUNK)
-    if r <= PIPE_CHUNK or split > MAX_PIPE_SPLIT:
+def group_split(rows: int, r: int, grouped: Grouped) -> Split | None:
+    """`grouped.rows` rows a program, each in chunks of `grouped.chunk`: a program loads and publishes its
+    chunk of each row in turn while the first row's siblings finish loading theirs, and only then waits.
+    None when the rows do not divide into groups, a row fits one chunk, or needs more than MAX_GROUP_SPLIT."""
+    split = -(-r // grouped.chunk)
+    if rows % grouped.rows or r <= grouped.chunk or split > MAX_GROUP_SPLIT:
         return None
-    return Split(split, PIPE_CHUNK, PIPE_WARPS, True)
+    return Split(split, grouped.chunk, grouped.warps, grouped.rows)
 
 
 def row_exchange(r: int) -> tuple[int, int, int] | None:
@@ -101,64 +110,35 @@ def row_exchange(r: int) -> tuple[int, int, int] | None:
 
 
 def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first: list[str], then: list[str],
-                  doc: str, lanes: int | None = None) -> KernelUnit:
+                  doc: str) -> KernelUnit:
     """The kernel and its launcher (the slots filled with EMPTY, the poll bound for the device). `first`
     loads this program's chunk of `row` (`offs` = row * R + `cols`, `mask`), reduces it and publishes;
     `then` gathers the row's statistics and writes the chunk. With one row a program the kernel is
-    `first` then `then`; pipelined, `first` for the lane's first row, then for each row `first` for the
-    next and `then` for the current, every name `first` assigns suffixed 0 (current) or 1 (next).
-    `lanes` fixes the pipeline's LANES (else the launcher reckons it)."""
+    `first` then `then`; with a group, `first` for each row, then `then` for each, every name `first`
+    assigns taking the row's place in the group as a suffix."""
     place = [f"pid = {program_id(0, io.wide)}", "c = pid % SPLIT", "cols = c * BLOCK_R + tl.arange(0, BLOCK_R)",
              "mask = cols < R"]
     locate = ["offs = row * R + cols"]
-    operand = io.operand_names()[0]
-    spin = f"spin = {SPIN_INTERPRETER} if {operand}.device.type == 'cpu' else {SPIN_GPU}"
-    consts = f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}"
-    params = {"BLOCK_R": split.block, "SPLIT": split.split, "num_warps": split.warps, "pipeline": split.pipelined}
-    if not split.pipelined:
+    if split.group > 1:
+        names = {"row"} | _assigned(locate + first)
+        body = place + ["grp = pid // SPLIT"]
+        for k in range(split.group):
+            body += _suffixed([f"row = grp * {split.group} + {k}"] + locate + first, k, names)
+        for k in range(split.group):
+            body += _suffixed(then, k, names)
+    else:
         body = place + ["row = pid // SPLIT"] + locate + first + then
-        kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
-                  f'    """{doc}"""\n{indent(body, 4)}\n')
-        before = [f"ws = torch.full(({rows * split.split},), {EMPTY}, device={operand}.device, dtype=torch.int64)", spin]
-        launcher = io.launcher(name, f"({rows * split.split},)", consts, body_before=before,
-                               extra_args=["ws", "spin"], launch_opts=f"num_warps={split.warps}")
-        return io.unit(name, kernel, launcher, params)
-    names = {"row", "offs", "mask"} | _assigned(first)
-    step = ["row = row0 + LANES", "offs = row * R + cols", "mask = mask0 & (cols * 0 + row < ROWS)"]
-    body = place + ["row0 = pid // SPLIT", "offs0 = row0 * R + cols", "mask0 = mask"] + _suffixed(first, 0, names)
-    loop = _suffixed(step + first, 1, names) + _suffixed(then, 0, names) + [f"{n}0 = {n}1" for n in sorted(names)]
-    body += ["while row0 < ROWS:"] + ["    " + ln for ln in loop]
-    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN', 'LANES'])}, {SIZES}, {ROWS_SIZE}):\n"
+    programs = rows // split.group * split.split
+    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
               f'    """{doc}"""\n{indent(body, 4)}\n')
-    known = f"{name}_lanes"
-    first_lanes = lanes or rows
-    before = [f"lanes = {known}.get({operand}.device, {first_lanes})  # until reckoned: every row a lane",
-              # slots for every row, and for the rows past the last that a lane's final step publishes
-              f"ws = torch.full((({rows} + lanes) * {split.split},), {EMPTY}, device={operand}.device, dtype=torch.int64)",
-              spin]
-    after = [] if lanes else [
-        f"if {operand}.device.type != 'cpu' and {operand}.device not in {known}:",
-        f"    {known}[{operand}.device] = {name}_resident(launched, {split.warps}, {split.split}, {rows}, {operand}.device)"]
-    launcher = io.launcher(name, f"(lanes * {split.split},)", f"{consts}, ROWS={rows}", body_before=before,
-                           extra_args=["ws", "spin", "lanes"], launch_opts=f"num_warps={split.warps}", body_after=after)
-    helper = f"{known} = {{}}  # device: row lanes whose programs stay resident together\n\n\n"
-    helper += RESIDENT.format(name=name) + "\n\n"
-    return io.unit(name, kernel, helper + launcher, params)
-
-
-RESIDENT = '''def {name}_resident(kernel, warps, split, rows, device):
-    """Row lanes whose programs the GPU keeps resident together (each lane's programs wait on one another),
-    from the launched kernel's registers and shared memory, as Triton's fused-softmax tutorial reckons
-    occupancy, with at most 2048 threads and 32 programs a multiprocessor."""
-    props = triton.runtime.driver.active.utils.get_device_properties(device.index)
-    threads = props["warpSize"] * warps
-    regs = getattr(kernel, "n_regs", 0) or 255  # unknown: the most a thread can hold
-    per_sm = min(props["max_num_regs"] // (regs * threads), 2048 // threads, 32)
-    shared = getattr(getattr(kernel, "metadata", None), "shared", 0)
-    if shared:
-        per_sm = min(per_sm, props["max_shared_mem"] // shared)
-    return max(1, min(rows, per_sm * props["multiprocessor_count"] // split))
-'''
+    operand = io.operand_names()[0]
+    before = [f"ws = torch.full(({rows * split.split},), {EMPTY}, device={operand}.device, dtype=torch.int64)",
+              f"spin = {SPIN_INTERPRETER} if {operand}.device.type == 'cpu' else {SPIN_GPU}"]
+    consts = f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}"
+    launcher = io.launcher(name, f"({programs},)", consts, body_before=before, extra_args=["ws", "spin"],
+                           launch_opts=f"num_warps={split.warps}")
+    params = {"BLOCK_R": split.block, "SPLIT": split.split, "num_warps": split.warps, "group": split.group}
+    return io.unit(name, kernel, launcher, params)
 
 
 def _assigned(lines: list[str]) -> set[str]:
@@ -167,18 +147,9 @@ def _assigned(lines: list[str]) -> set[str]:
 
 
 def _suffixed(lines: list[str], k: int, names: set[str]) -> list[str]:
-    """`lines` with every name in `names` suffixed by `k` (not attributes, parts of longer names, nor keyword
-    arguments such as `mask=`)."""
-    pattern = re.compile(r"(?<![\w.])(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b(?!\s*=[^=])")
-
-    def one(line: str) -> str:
-        target = re.match(r"(\s*)([A-Za-z_]\w*)(\s*=(?!=))", line)  # `name = ...`: its target is suffixed too
-        if target and target.group(2) in names:
-            head = f"{target.group(1)}{target.group(2)}{k}{target.group(3)}"
-            return head + pattern.sub(lambda m: f"{m.group(1)}{k}", line[target.end():])
-        return pattern.sub(lambda m: f"{m.group(1)}{k}", line)
-
-    return [one(ln) for ln in lines]
+    """`lines` with every name in `names` suffixed by `k` (not attributes, nor parts of longer names)."""
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+    return [pattern.sub(lambda m: f"{m.group(1)}{k}", ln) for ln in lines]
 
 
 def publish(a: str, b: str) -> list[str]:

@@ -129,9 +129,8 @@ class FusedIO:
         return ", ".join([self.ptrs[operand_key(o)] for o in self.operands] + list(extra) + outs)
 
     def launcher(self, name: str, grid: str, sizes: str, body_before: list[str] = (),
-                 extra_args: list[str] = (), launch_opts: str = "", body_after: list[str] = ()) -> str:
-        """def name(operands): contiguous inputs, allocate outputs, launch, return outputs. `body_after` runs
-        after the launch, with the launched kernel (Triton's compiled kernel) named `launched`."""
+                 extra_args: list[str] = (), launch_opts: str = "") -> str:
+        """def name(operands): contiguous inputs, allocate outputs, launch, return outputs."""
         params = self.operand_names()
         src = [f"def {name}({', '.join(arg_name(o) for o in self.launcher_inputs())}):"]
         adopted = self.region.extra.get("adopted")
@@ -152,9 +151,7 @@ class FusedIO:
         outs = [f"out{i}" for i in range(len(self.outputs()))]
         args = params + list(extra_args) + outs
         opts = ", ".join(x for x in (sizes, launch_opts) if x)
-        launch = f"{name}_kernel[{grid}]({', '.join(args)}, {opts})"
-        src.append(f"    launched = {launch}" if body_after else f"    {launch}")
-        src += [f"    {line}" for line in body_after]
+        src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {opts})")
         src.append(f"    return {', '.join(outs)}")
         return "\n".join(src) + "\n"
 
