@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import tempfile
+from pathlib import Path
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -24,7 +25,7 @@ from triton.backends.compiler import GPUTarget
 
 def kernel_usage(path: str, arch: int = 90) -> list[tuple[str, str]]:
     """(kernel name, cuobjdump's resource line) for every `*_kernel` in the candidate at `path`."""
-    text = open(path).read()
+    text = Path(path).read_text()
     spec = importlib.util.spec_from_file_location("candidate", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -46,9 +47,8 @@ def kernel_usage(path: str, arch: int = 90) -> list[tuple[str, str]]:
         compiled = triton.compile(triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs),
                                   target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
         with tempfile.TemporaryDirectory() as folder:
-            cubin = os.path.join(folder, "kernel.cubin")
-            with open(cubin, "wb") as f:
-                f.write(compiled.asm["cubin"])
+            cubin = Path(folder, "kernel.cubin")
+            cubin.write_bytes(compiled.asm["cubin"])
             out = subprocess.run([tool, "--dump-resource-usage", cubin], capture_output=True, text=True, check=True)
         usage = re.search(r"REG:\d+.*?LOCAL:\d+", out.stdout)
         found.append((name, usage.group(0) if usage else out.stdout.strip()))

@@ -191,7 +191,7 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     again, x_j = io.load_input("offs_j", "mask_j", var="x_j", prefix="q")
     first = load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t")
     body = gather() + ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
-                            "mean_k = tl.where(ok, a_k, 0.0)", "m2_k = tl.where(ok, b_k, 0.0)"] + PARTS_MERGE
+                       "mean_k = tl.where(ok, a_k, 0.0)", "m2_k = tl.where(ok, b_k, 0.0)"] + PARTS_MERGE
     body += fallback(again + [f"x_j = tl.where(mask_j, {x_j}, 0.0)"] + tile_stats("x_j", "mask_j") + CHAN_MERGE)
     body += [f"y = (x - mean) * tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + _affine(io, region, "y")
     body += io.store_result("y", "offs", "mask", loaded="x")

@@ -107,8 +107,8 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     first = load + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_t", "l_t")
     first += publish("m_t", "l_t")
     body = gather() + [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
-                            f"safe = tl.where(big == {neg}, 0.0, big)",
-                            "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
+                       f"safe = tl.where(big == {neg}, 0.0, big)",
+                       "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
     body += fallback(again + [
         f"x_j = tl.where(mask_j, {x_j}, {neg})"] + _chunk_max_sum("x_j", "mask_j", "m_j", "l_j") + [
         "big_j = tl.maximum(big, m_j)", f"safe = tl.where(big_j == {neg}, 0.0, big_j)",
