@@ -23,6 +23,13 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 
+def _constant(text: str) -> bool | int | float:
+    """A launch line's constant: True/False, an int or a float."""
+    if text in ("True", "False"):
+        return text == "True"
+    return float(text) if re.search(r"[.e]", text) else int(text)
+
+
 def kernel_usage(path: str, arch: int = 90) -> list[tuple[str, str]]:
     """(kernel name, cuobjdump's resource line) for every `*_kernel` in the candidate at `path`."""
     text = Path(path).read_text()
@@ -41,7 +48,7 @@ def kernel_usage(path: str, arch: int = 90) -> list[tuple[str, str]]:
         for arg in fn.arg_names:
             if arg in consts:
                 signature[arg] = "constexpr"
-                constexprs[arg] = float(consts[arg]) if re.search(r"[.e]", consts[arg]) else int(consts[arg])
+                constexprs[arg] = _constant(consts[arg])
             else:
                 signature[arg] = ("*i64" if arg == "ws_ptr" else "*fp32") if arg.endswith("_ptr") else "i32"
         compiled = triton.compile(triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs),

@@ -32,7 +32,7 @@ from kskill.agents.recipes.templates.batch_norm import (
 from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.exchange import (
-    Grouped, Split, chosen_split, exchange_unit, fallback, gather, publish)
+    Grouped, Split, chosen_split, exchange_unit, gather, publish)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -188,11 +188,9 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     M2 exchanged (templates/exchange.py) and Chan-merged, then each program normalises its chunk. One read."""
     p_, r_, _ = region.extra["view"]
     load, x = io.load_input("offs", "mask")
-    again, x_j = io.load_input("offs_j", "mask_j", var="x_j", prefix="q")
     first = load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t")
     body = gather() + ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
                        "mean_k = tl.where(ok, a_k, 0.0)", "m2_k = tl.where(ok, b_k, 0.0)"] + PARTS_MERGE
-    body += fallback(again + [f"x_j = tl.where(mask_j, {x_j}, 0.0)"] + tile_stats("x_j", "mask_j") + CHAN_MERGE)
     body += [f"y = (x - mean) * tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + _affine(io, region, "y")
     body += io.store_result("y", "offs", "mask", loaded="x")
     doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."

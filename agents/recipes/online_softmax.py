@@ -19,7 +19,7 @@ from kskill.agents.recipes.matching import first_operand, is_float, normalise_di
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.exchange import (
-    Grouped, Split, chosen_split, exchange_unit, fallback, gather, publish)
+    Grouped, Split, chosen_split, exchange_unit, gather, publish)
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -103,16 +103,11 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     p_, r_, _ = region.extra["view"]
     neg = "float('-inf')"
     load, x = io.load_input("offs", "mask", neg)
-    again, x_j = io.load_input("offs_j", "mask_j", neg, var="x_j", prefix="q")
     first = load + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_t", "l_t")
     first += publish("m_t", "l_t")
     body = gather() + [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
                        f"safe = tl.where(big == {neg}, 0.0, big)",
                        "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
-    body += fallback(again + [
-        f"x_j = tl.where(mask_j, {x_j}, {neg})"] + _chunk_max_sum("x_j", "mask_j", "m_j", "l_j") + [
-        "big_j = tl.maximum(big, m_j)", f"safe = tl.where(big_j == {neg}, 0.0, big_j)",
-        "norm = norm * tl.exp(big - safe) + l_j * tl.exp(m_j - safe)", "big = big_j"])
     body += [f"safe = tl.where(big == {neg}, 0.0, big)", f"y = {_out(region.extra['log'], 'x', 'safe', 'norm')}"]
     body += io.store_result("y", "offs", "mask")
     kind = "log_softmax" if region.extra["log"] else "softmax"

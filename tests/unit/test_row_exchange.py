@@ -2,8 +2,9 @@
 one chunk in registers and exchange chunk statistics, for softmax and the row norms.
 
 Under the interpreter programs run one at a time, so every program but a row's last finds siblings that
-never published and reads their chunks itself: these tests check that path against PyTorch, and the
-generated kernel for what the GPU runs (publishing, bounded polling)."""
+have not published yet, gives up and sets the flag; the repair launch then finds every slot published
+and rewrites the output. These tests check that against PyTorch, that the repair is what makes it right,
+and the generated kernel for what the GPU runs (publishing, bounded polling)."""
 
 import pytest
 import torch
@@ -30,7 +31,7 @@ def test_softmax_rows_split_over_programs_match_pytorch(fn, shape, group, params
     a program's elements; rows of few chunks keep one row a program unless the parameter asks."""
     cand = check(_softmax(fn, shape), ["online_softmax", "kernel_fusion"], params)
     slots = [f"row{k} * SPLIT + c" for k in range(group)] if group > 1 else ["row * SPLIT + c"]
-    assert all(f"tl.atomic_xchg(ws_ptr + {slot}" in cand.source for slot in slots)
+    assert all(f"tl.atomic_xchg(ws_ptr + 1 + {slot}" in cand.source for slot in slots)
     assert "while (missing > 0) & (spins < SPIN)" in cand.source
     chunk = {1: 4096, 2: 4096, 4: 2048}[group]
     split = -(-shape[-1] // chunk)
@@ -68,6 +69,37 @@ def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, group)
     grouped = group if group and rows % group == 0 else 1
     assert ("row1 = grp" in cand.source) == (grouped > 1)
     assert ("row3 = grp" in cand.source) == (grouped == 4)
+
+
+def _instance_norm(shape: tuple[int, ...]) -> str:
+    return problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                   f"        self.n = nn.InstanceNorm2d({shape[1]})\n"
+                   "    def forward(self, x):\n        return self.n(x)\n", f"[torch.randn{shape}]")
+
+
+def test_the_repair_launch_is_what_makes_a_given_up_wait_right():
+    """The interpreter's waits give up (siblings run later), so the first launch alone leaves rows wrong and
+    the flag set; the generated launcher's second launch (REPAIR) rewrites them from published slots."""
+    cand = build_candidate(_instance_norm((2, 2, 100, 130)), ["fused_normalization"])
+    launches = [ln for ln in cand.source.splitlines() if "_kernel[(" in ln]
+    assert len(launches) == 2 and "REPAIR=False" in launches[0] and "REPAIR=True" in launches[1]
+    assert "x_ptr + row * R + cols" in cand.source, "addresses written scalar base first"
+    x = torch.randn(2, 2, 100, 130)
+    want = torch.nn.functional.instance_norm(x)
+    first_only = load(cand.source.replace(launches[1] + "\n", ""))
+    assert not torch.allclose(first_only["ModelNew"]()(x), want, atol=1e-4), "the first launch alone"
+    torch.testing.assert_close(load(cand.source)["ModelNew"]()(x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_nan_statistic_is_published_not_taken_for_an_empty_slot():
+    """A NaN whose bits are all ones makes a chunk's mean and M2 that NaN, a pair that would pack to the
+    empty slot's -1; it is published as the canonical NaN, so the row comes out NaN, as PyTorch's does."""
+    x = torch.randn(2, 2, 100, 130)
+    x[0, 1, 3, 4] = torch.tensor(-1, dtype=torch.int32).view(torch.float32)
+    got = load(build_candidate(_instance_norm((2, 2, 100, 130)), ["fused_normalization"]).source)["ModelNew"]()(x)
+    want = torch.nn.functional.instance_norm(x)
+    assert torch.isnan(got[0, 1]).all() and torch.isnan(want[0, 1]).all()
+    torch.testing.assert_close(got[1], want[1], rtol=1e-4, atol=1e-4)
 
 
 def test_split_bounds():

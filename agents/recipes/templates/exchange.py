@@ -8,15 +8,21 @@ registers it loaded: the row is read once and written once, where a statistics p
 normalising pass read it twice.
 
 Publishing is one 64-bit atomic exchange of the two fp32 numbers packed together into a slot of a
-workspace the launcher fills with -1 (no fp32 pair packs to all ones but a NaN pair, which the
-fallback below recomputes to the same NaN). A reader loads its row's slots with volatile loads,
-so it sees either -1 or the whole pair, never half of one.
+workspace the launcher fills with -1 (a NaN first number is published as the canonical NaN, so no
+pair packs to all ones). A reader loads its row's slots with volatile loads, so it sees either -1 or
+the whole pair, never half of one.
 
-No program ever waits without bound: after SPIN polls, a sibling still unpublished (not resident
-yet, or never: a GPU shared with other work, the Triton interpreter, which runs programs one at a
-time) has its chunk read and reduced by the waiting program itself. The result is the same; only
-time is lost. The recipes keep SPLIT well under the GPU's resident programs so that on a GPU of
-its own a row's programs run together and the fallback stays idle.
+No program ever waits without bound, and no schedule gives a wrong result: after SPIN polls, a
+program whose siblings have not all published (not resident yet, or never: a GPU shared with other
+work, the Triton interpreter, which runs programs one at a time) sets the workspace's flag and writes
+what it has. The launcher launches the kernel a second time as a repair (REPAIR): each of its
+programs reads the flag and returns at once where it is clear; where it is set, every slot has been
+published by the first launch, so the repair rewrites the whole output from the input without a wait.
+Keeping the fallback out of the kernel (each waiter used to read a missing sibling's chunk itself)
+keeps its registers down: the fallback's tile cost the instance norm kernel about 70 registers a
+thread, and so a third of the programs a multiprocessor keeps resident (eval/runs/push-h200-s38/NOTES.md,
+push-h200-s39/NOTES.md). The recipes keep SPLIT well under the GPU's resident programs so that on a
+GPU of its own a row's programs run together and the flag stays clear.
 
 Where the rows divide into groups of two or four, a program can take a chunk of each row of a group: it
 loads and publishes them one after the other, and only then waits for the first row's siblings, so that
@@ -41,9 +47,10 @@ if TYPE_CHECKING:
     from kskill.agents.recipes.templates.fused_io import FusedIO
     from kskill.agents.recipes.templates.unit import KernelUnit
 
-SIZES = "R: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr"
-EMPTY = -1  # an unpublished slot
-SPIN_GPU = 4096  # polls before a waiting program reads a sibling's chunk itself
+SIZES = ("R: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr, "
+         "REPAIR: tl.constexpr")
+EMPTY = -1  # an unpublished slot; also the clear flag
+SPIN_GPU = 4096  # polls before a waiting program gives up and sets the flag
 SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
 
 MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident at these chunk sizes
@@ -111,13 +118,17 @@ def row_exchange(r: int) -> tuple[int, int, int] | None:
 
 def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first: list[str], then: list[str],
                   doc: str) -> KernelUnit:
-    """The kernel and its launcher (the slots filled with EMPTY, the poll bound for the device). `first`
+    """The kernel and its launcher (the flag and slots filled with EMPTY, the poll bound for the device, the
+    launch and its repair). `first`
     loads this program's chunk of `row` (`offs` = row * R + `cols`, `mask`), reduces it and publishes;
     `then` gathers the row's statistics and writes the chunk. With one row a program the kernel is
     `first` then `then`; with a group, `first` for each row, then `then` for each, every name `first`
     assigns taking the row's place in the group as a suffix."""
-    place = [f"pid = {program_id(0, io.wide)}", "c = pid % SPLIT", "cols = c * BLOCK_R + tl.arange(0, BLOCK_R)",
+    place = ["if REPAIR:", f"    if tl.load(ws_ptr) == {EMPTY}:  # every wait of the first launch was met",
+             "        return",
+             f"pid = {program_id(0, io.wide)}", "c = pid % SPLIT", "cols = c * BLOCK_R + tl.arange(0, BLOCK_R)",
              "mask = cols < R"]
+    first, then = scalar_base_first(first), scalar_base_first(then)
     locate = ["offs = row * R + cols"]
     if split.group > 1:
         names = {"row"} | _assigned(locate + first)
@@ -132,13 +143,22 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
               f'    """{doc}"""\n{indent(body, 4)}\n')
     operand = io.operand_names()[0]
-    before = [f"ws = torch.full(({rows * split.split},), {EMPTY}, device={operand}.device, dtype=torch.int64)",
+    before = [f"ws = torch.full(({1 + rows * split.split},), {EMPTY}, device={operand}.device, dtype=torch.int64)",
               f"spin = {SPIN_INTERPRETER} if {operand}.device.type == 'cpu' else {SPIN_GPU}"]
     consts = f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}"
     launcher = io.launcher(name, f"({programs},)", consts, body_before=before, extra_args=["ws", "spin"],
-                           launch_opts=f"num_warps={split.warps}")
+                           launch_opts=f"REPAIR=False, num_warps={split.warps}",
+                           repair=f"REPAIR=True, num_warps={split.warps}")
     params = {"BLOCK_R": split.block, "SPLIT": split.split, "num_warps": split.warps, "group": split.group}
     return io.unit(name, kernel, launcher, params)
+
+
+def scalar_base_first(lines: list[str]) -> list[str]:
+    """`lines` with each pointer plus `offs` written as the pointer plus the row's start, plus `cols`. Triton
+    then addresses from the lane index instead of materialising an offset tensor: read offline for sm_90
+    (scripts/kernel_registers.py), the grouped softmax kernel went from 226 to 128 registers a thread, which
+    doubles the programs a multiprocessor keeps resident (eval/runs/push-h200-s38/NOTES.md)."""
+    return [re.sub(r"(\w+_ptr) \+ offs\b", r"\1 + row * R + cols", ln) for ln in lines]
 
 
 def _assigned(lines: list[str]) -> set[str]:
@@ -153,30 +173,25 @@ def _suffixed(lines: list[str], k: int, names: set[str]) -> list[str]:
 
 
 def publish(a: str, b: str) -> list[str]:
-    """Kernel lines packing the fp32 scalars `a` (high half) and `b` into the slot of this program's chunk."""
-    return [f"packed = ({a}.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | "
+    """Kernel lines packing the fp32 scalars `a` (high half, a NaN made the canonical one) and `b` into the
+    slot of this program's chunk (slot 0 of the workspace is the flag)."""
+    return [f"{a} = tl.where({a} == {a}, {a}, float('nan'))",
+            f"packed = ({a}.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | "
             f"{b}.to(tl.uint32, bitcast=True).to(tl.uint64)",
-            "tl.atomic_xchg(ws_ptr + row * SPLIT + c, packed.to(tl.int64, bitcast=True), sem='release')"]
+            "tl.atomic_xchg(ws_ptr + 1 + row * SPLIT + c, packed.to(tl.int64, bitcast=True), sem='release')"]
 
 
 def gather() -> list[str]:
     """Kernel lines reading the SPLIT slots of `row`, polling up to SPIN times while any is unpublished.
-    Defines `ks` (chunk indices, SPLIT_P2 lanes), `ok` (published), `lost` (still unpublished), `missing`
-    (how many), and the unpacked `a_k`, `b_k` (garbage where not `ok`)."""
-    load = "got = tl.load(ws_ptr + row * SPLIT + ks, mask=ks < SPLIT, other=0, volatile=True)"
+    Defines `ks` (chunk indices, SPLIT_P2 lanes), `ok` (published), `missing` (how many are not), and the
+    unpacked `a_k`, `b_k` (garbage where not `ok`); sets the flag where the wait gave up."""
+    load = "got = tl.load(ws_ptr + 1 + row * SPLIT + ks, mask=ks < SPLIT, other=0, volatile=True)"
     count = f"missing = tl.sum(((ks < SPLIT) & (got == {EMPTY})).to(tl.int32), axis=0)"
     return ["ks = tl.arange(0, SPLIT_P2)", load, count, "spins = 0",
             "while (missing > 0) & (spins < SPIN):", "    " + load, "    " + count, "    spins += 1",
-            f"lost = (ks < SPLIT) & (got == {EMPTY})", f"ok = (ks < SPLIT) & (got != {EMPTY})",
+            "if missing > 0:  # the repair launch rewrites the output", "    tl.store(ws_ptr, 1)",
+            f"ok = (ks < SPLIT) & (got != {EMPTY})",
             "bits = got.to(tl.uint64, bitcast=True)",
             "a_k = (bits >> 32).to(tl.uint32).to(tl.float32, bitcast=True)",
             "b_k = (bits & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)"]
 
-
-def fallback(reduce_chunk: list[str]) -> list[str]:
-    """Kernel lines running `reduce_chunk` (which loads chunk `j` of the row at `offs_j`, `mask_j` and merges
-    it into the running statistics) for every sibling that never published."""
-    place = ["cols_j = j * BLOCK_R + tl.arange(0, BLOCK_R)", "offs_j = row * R + cols_j", "mask_j = cols_j < R"]
-    return ["if missing > 0:", "    for j in range(0, SPLIT):",
-            "        if tl.sum(((ks == j) & lost).to(tl.int32), axis=0) > 0:"] + [
-        "            " + line for line in place + reduce_chunk]

@@ -129,8 +129,9 @@ class FusedIO:
         return ", ".join([self.ptrs[operand_key(o)] for o in self.operands] + list(extra) + outs)
 
     def launcher(self, name: str, grid: str, sizes: str, body_before: list[str] = (),
-                 extra_args: list[str] = (), launch_opts: str = "") -> str:
-        """def name(operands): contiguous inputs, allocate outputs, launch, return outputs."""
+                 extra_args: list[str] = (), launch_opts: str = "", repair: str = "") -> str:
+        """def name(operands): contiguous inputs, allocate outputs, launch, return outputs. `repair`: launch
+        options of a second launch with the same arguments (templates/exchange.py)."""
         params = self.operand_names()
         src = [f"def {name}({', '.join(arg_name(o) for o in self.launcher_inputs())}):"]
         adopted = self.region.extra.get("adopted")
@@ -152,6 +153,8 @@ class FusedIO:
         args = params + list(extra_args) + outs
         opts = ", ".join(x for x in (sizes, launch_opts) if x)
         src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {opts})")
+        if repair:
+            src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {', '.join(x for x in (sizes, repair) if x)})")
         src.append(f"    return {', '.join(outs)}")
         return "\n".join(src) + "\n"
 
