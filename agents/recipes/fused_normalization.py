@@ -94,10 +94,12 @@ MAX_PERSISTENT = 8192
 SPLIT_BLOCK = 4096  # a split row's tile, over 16 warps
 SPLIT_MIN = 16384  # the fewest elements of a row worth a program of its own
 SPLIT_PER_SM = 16  # programs a multiprocessor is given when rows are split
-# Long rows split over programs that exchange statistics: two rows a program in chunks of 2048 over one warp.
-# On the H200 an instance norm over 7168 x 262144 ran in 4.17 ms, against 4.31 with one row a program in
-# chunks of 4096 over 2 warps and 4.32-4.75 with other pairs (eval/runs/push-h200-s38/NOTES.md).
-GROUPED = Grouped(2, 2048, 1)
+# Long rows split over programs that exchange statistics: two rows a program in chunks of 8192 over 4 warps.
+# On the H200 (eval/runs/push-h200-s39/NOTES.md) an instance norm over 7168 x 262144 ran in 3.92-3.95 ms,
+# against 4.17-4.18 in chunks of 2048 over one warp (the choice while the kernel carried its fallback, at
+# 239 registers a thread), 4.21 with one row a program and 3.97-4.61 with other groups; group norms of
+# 27 and 16 chunks a row, fused with conv and pooling work, 2.27 against 2.33 and 1.15 against 1.26 ms.
+GROUPED = Grouped(2, 8192, 4)
 
 
 def row_params(p: int, r: int) -> dict[str, Any]:

@@ -27,7 +27,8 @@ MAX_PERSISTENT = 8192
 MAX_PERSISTENT_COLUMN = 4096  # softmax over a strided dim keeps the whole dim in registers
 # Long rows split over programs: two rows a program in chunks of 4096 over 4 warps. On the H200 a softmax over
 # 4096 x 393216 ran in 3.91 ms, against 4.03-4.45 with one row a program and 3.95-4.29 with other chunks
-# (eval/runs/push-h200-s38/NOTES.md).
+# (eval/runs/push-h200-s38/NOTES.md); with the flag in place of the fallback, 3.54-3.57 ms, the same as one
+# row a program, and 3.74-5.51 with other groups (push-h200-s39/NOTES.md).
 GROUPED = Grouped(2, 4096, 4)
 
 

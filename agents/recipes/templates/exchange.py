@@ -28,8 +28,8 @@ Where the rows divide into groups of two or four, a program can take a chunk of 
 loads and publishes them one after the other, and only then waits for the first row's siblings, so that
 its loads keep the memory busy while its siblings finish theirs. Waiting was a fifth of the one-row
 softmax's time on the H200. Each recipe names the grouped form it starts from (rows, chunk, warps:
-softmax two rows in chunks of 4096 over 4 warps, the row norms two rows in chunks of 2048 over one warp;
-eval/runs/push-h200-s37/NOTES.md, push-h200-s38/NOTES.md), taken where a row has many programs (the
+softmax two rows in chunks of 4096 over 4 warps, the row norms two rows in chunks of 8192 over 4 warps;
+eval/runs/push-h200-s37/NOTES.md to push-h200-s39/NOTES.md), taken where a row has many programs (the
 wait is for the slowest of them); the `group` parameter overrides both.
 
 Where both this form and the two-read one apply, the search measures both: they are the
@@ -57,10 +57,11 @@ MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident
 CHUNKS = (4096, 8192)  # fp32 elements a program holds; num_warps = chunk // 2048
 MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are smaller
 # Rows are grouped only where the one-row form has this many programs a row (or the `group` parameter asks):
-# a program waits for the slowest of its row's siblings, and the more there are the longer. On the H200
-# (push-h200-s38/NOTES.md) two rows a program ran 3 % faster with 64 siblings (instance norm), 6 % with 48
-# (softmax), the same with 27, and 4-10 % slower with 16 (group norms feeding pointwise work and pooling).
-GROUP_MIN_SPLIT = 32
+# a program waits for the slowest of its row's siblings, and the more there are the longer. On the H200,
+# with the flag in place of the fallback (push-h200-s39/NOTES.md), two rows a program ran 6 % faster with
+# 64 siblings (instance norm), 2 % with 32 (softmax after pooling), the same with 48 (softmax), 2.5 % faster
+# with 27 and 9 % with 16 (group norms feeding pointwise work and pooling); fewer were not measured.
+GROUP_MIN_SPLIT = 16
 
 
 class Split(NamedTuple):
