@@ -107,7 +107,9 @@ def test_split_bounds():
     assert exchange.row_exchange(20000) == (5, 4096, 2)
     assert exchange.row_exchange(393216) == (48, 8192, 4)
     assert exchange.row_exchange(exchange.MAX_SPLIT * 8192) == (exchange.MAX_SPLIT, 8192, 4)
-    assert exchange.row_exchange(exchange.MAX_SPLIT * 8192 + 1) is None, "longer rows keep the two-read forms"
+    assert exchange.row_exchange(exchange.MAX_SPLIT * 8192 + 1) == (exchange.MAX_SPLIT + 1, 8192, 4)
+    assert exchange.row_exchange(exchange.MAX_LONG_SPLIT * 8192) == (exchange.MAX_LONG_SPLIT, 8192, 4)
+    assert exchange.row_exchange(exchange.MAX_LONG_SPLIT * 8192 + 1) is None, "longer rows keep the two-read forms"
 
 
 def test_group_bounds():
@@ -127,7 +129,7 @@ def test_group_bounds():
 
 
 def test_rows_too_long_keep_the_two_read_forms():
-    longest = max(exchange.MAX_SPLIT * 8192, exchange.MAX_GROUP_SPLIT * 4096)
+    longest = max(exchange.MAX_LONG_SPLIT * 8192, exchange.MAX_GROUP_SPLIT * 4096)
     cand = build_candidate(_softmax("softmax", (2, longest + 1), "x"), ["online_softmax"])
     assert "ws_ptr" not in cand.source and "m_new" in cand.source
 

@@ -54,6 +54,10 @@ SPIN_GPU = 4096  # polls before a waiting program gives up and sets the flag
 SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
 
 MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident at these chunk sizes
+# Longer rows, in chunks of 8192 over 4 warps (about 96 registers a thread: five programs a multiprocessor,
+# 660 on an H200), up to this many programs a row, all resident together on an H200 with the flag and
+# repair kept idle; a GPU that holds fewer gives up waits and repairs, and the search keeps two_reads there.
+MAX_LONG_SPLIT = 512
 CHUNKS = (4096, 8192)  # fp32 elements a program holds; num_warps = chunk // 2048
 MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are smaller
 # Rows are grouped only where the one-row form has this many programs a row (or the `group` parameter asks):
@@ -107,12 +111,12 @@ def group_split(rows: int, r: int, grouped: Grouped) -> Split | None:
 
 
 def row_exchange(r: int) -> tuple[int, int, int] | None:
-    """(SPLIT, BLOCK_R, num_warps) for rows of `r` elements, or None when a row needs more than MAX_SPLIT
-    of the largest chunk, or fits in one. On the H200 (eval/runs/push-h200-s36/NOTES.md) chunks of
-    4096-8192 with 2-4 warps were fastest; larger chunks, with fewer programs resident, lost to the
-    two-read form."""
-    block = max(CHUNKS[0], next_pow2(-(-r // MAX_SPLIT)))
-    if block > CHUNKS[-1] or r <= block:
+    """(SPLIT, BLOCK_R, num_warps) for rows of `r` elements: up to MAX_SPLIT chunks of the smallest size that
+    does, longer rows in up to MAX_LONG_SPLIT of the largest; None when a row needs more, or fits in one.
+    On the H200 (eval/runs/push-h200-s36/NOTES.md) chunks of 4096-8192 with 2-4 warps were fastest;
+    larger chunks, with fewer programs resident, lost to the two-read form."""
+    block = min(CHUNKS[-1], max(CHUNKS[0], next_pow2(-(-r // MAX_SPLIT))))
+    if r > MAX_LONG_SPLIT * block or r <= block:
         return None
     return -(-r // block), block, max(1, block // 2048)
 

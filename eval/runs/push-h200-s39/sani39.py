@@ -1,0 +1,34 @@
+"""compute-sanitizer memcheck over the flag-and-repair exchange forms (one row a program, two and four rows
+a program) at odd sizes, each launched twice."""
+import importlib.util, tempfile, torch
+from kskill.agents.recipes.builder import build_candidate
+
+def problem(body, init, inputs):
+    return ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n" + init +
+            f"    def forward(self, x):\n        return {body}\n\ndef get_inputs():\n    return [{inputs}]\n\n"
+            "def get_init_inputs():\n    return []\n")
+
+def load(src):
+    f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False); f.write(src); f.close()
+    spec = importlib.util.spec_from_file_location("cand", f.name); m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m); return m
+
+NORM = "    def __init__(self):\n        super().__init__()\n        self.n = {}\n"
+cases = [("torch.softmax(x, dim=-1)", "", "torch.randn(8, 20001)", "online_softmax"),
+         ("torch.log_softmax(x, dim=-1)", "", "torch.randn(12, 30011)", "online_softmax"),
+         ("self.n(x)", NORM.format("nn.InstanceNorm2d(4)"), "torch.randn(2, 4, 97, 131)", "fused_normalization"),
+         ("self.n(x)", NORM.format("nn.LayerNorm((5, 4001))"), "torch.randn(4, 5, 4001)", "fused_normalization")]
+for body, init, inputs, tech in cases:
+    src = problem(body, init, inputs)
+    ref = load(src)
+    torch.manual_seed(0)
+    x = [t.cuda() for t in ref.get_inputs()]
+    want = ref.Model().cuda()(*x)
+    for params in ({"group": 1}, {"group": 2}, {"group": 4}):
+        cand = build_candidate(src, [tech], params)
+        model = load(cand.source).ModelNew().cuda()
+        for call in range(2):
+            got = model(*x)
+            torch.cuda.synchronize()
+            print(tech, inputs, params, "call", call, cand.params,
+                  "ok" if torch.allclose(got, want, atol=1e-4, rtol=1e-4) else "WRONG", flush=True)
