@@ -2,7 +2,7 @@
 
 Row norms (layer, group, instance) over rows of a (P, R) view: y = (x - mean) / sqrt(var + eps) *
 w[c] + b[c], biased variance as PyTorch computes it. A row that fits in registers is read once
-(the mean, then the centred variance); a longer row of up to 512 chunks is split over programs that
+(the mean, then the centred variance); a longer row of up to 256 chunks is split over programs that
 exchange their chunks' mean and M2 (templates/exchange.py) and is read once too; otherwise, or as the
 two_reads variant chooses, a row merges per-tile statistics with Chan's formula in one read, then
 normalises in a second read. Few long rows (a layer norm over C*H*W of a small

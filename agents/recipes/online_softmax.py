@@ -1,7 +1,7 @@
 """online_softmax: softmax and log-softmax with an online normaliser.
 
 Rows (the softmax dim innermost): a row that fits in registers is read once and written once;
-a longer row of up to 512 chunks is split over programs that exchange their chunks' max and
+a longer row of up to 256 chunks is split over programs that exchange their chunks' max and
 normaliser (templates/exchange.py) and is read once too; otherwise, or as the two_reads variant
 chooses, it is read twice: one pass keeps a running max m and normaliser l per lane
 (l <- l * exp(m - m') + exp(x - m')), merged across lanes at the end, and a second pass writes

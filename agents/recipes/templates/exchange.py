@@ -55,9 +55,11 @@ SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
 
 MAX_SPLIT = 64  # programs a row: well under the programs an H200 keeps resident at these chunk sizes
 # Longer rows, in chunks of 8192 over 4 warps (about 96 registers a thread: five programs a multiprocessor,
-# 660 on an H200), up to this many programs a row, all resident together on an H200 with the flag and
-# repair kept idle; a GPU that holds fewer gives up waits and repairs, and the search keeps two_reads there.
-MAX_LONG_SPLIT = 512
+# 660 on an H200), up to this many programs a row. On the H200 (push-h200-s39/NOTES.md) a group norm of
+# 896 rows of 2M elements (256 programs a row) ran in 5.44 ms one row a program and 5.37 two, against 5.55
+# read twice; a layer norm of 16 rows of 4M (512 a row, fewer than two rows resident at once) in 0.39 ms,
+# against 0.22 read twice. A GPU that holds fewer gives up waits and repairs; the search keeps two_reads.
+MAX_LONG_SPLIT = 256
 CHUNKS = (4096, 8192)  # fp32 elements a program holds; num_warps = chunk // 2048
 MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are smaller
 # Rows are grouped only where the one-row form has this many programs a row (or the `group` parameter asks):
