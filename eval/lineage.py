@@ -100,6 +100,28 @@ def skill_base() -> tuple[dict[str, Technique], dict[str, list[Variant]], dict[s
     return techniques, variants, conflicts
 
 
+@lru_cache(maxsize=1)
+def _variant_tolerances() -> dict[str, float]:
+    """Params (JSON text) of each variant whose conditions ask for a looser tolerance: the least rtol and
+    atol those conditions admit (`rtol >= 0.001`: TF32 dots)."""
+    payload = read_builtin().payload
+    variants = {v.id: v for vs in skill_base()[1].values() for v in vs}
+    loosest: dict[str, float] = {}
+    for edge in payload.edges:
+        if edge.rel == "REQUIRES" and edge.start in variants:
+            condition = payload.get("Condition", edge.end)
+            if condition.metric in ("rtol", "atol") and condition.op == ">=":
+                params = variants[edge.start].params
+                loosest[params] = max(loosest.get(params, 0.0), float(condition.value))
+    return loosest
+
+
+def required_tolerance(params: dict[str, Any], default: float) -> float:
+    """The tolerance a candidate written with `params` is held to: `default`, or the looser one its variant's
+    conditions require (the Planner never picks that variant at a tighter tolerance)."""
+    return max(default, _variant_tolerances().get(json.dumps(params, sort_keys=True), 0.0))
+
+
 def lineage_candidates(source: str) -> list[tuple[list[str], dict[str, Any]]]:
     """(recipes, params) of the deepest lineage and of each of its variants."""
     techniques, variants, conflicts = skill_base()

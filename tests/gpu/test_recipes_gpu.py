@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kskill.agents.recipes import build_candidate
-from kskill.eval.lineage import lineage_candidates
+from kskill.eval.lineage import lineage_candidates, required_tolerance
 
 pytestmark = pytest.mark.gpu
 SUITE = sorted((Path(__file__).parents[2] / "eval" / "problems").glob("[0-9]*.py"))
@@ -50,8 +50,9 @@ def test_suite_candidates_match_reference(path, tmp_path):
             inputs = _inputs(problem, seed)
             with torch.no_grad():
                 expected, got = ref(*inputs), new(*inputs)
-            if expected.dtype.is_floating_point:
-                torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4, msg=f"{techniques} {params}")
+            if expected.dtype.is_floating_point:  # TF32 dots are held to the 1e-3 their variant requires
+                tol = required_tolerance(params, 1e-4)
+                torch.testing.assert_close(got, expected, atol=tol, rtol=tol, msg=f"{techniques} {params}")
             else:
                 assert torch.equal(got, expected), f"{techniques} {params}"
         del new

@@ -10,7 +10,7 @@ compared with the reference over fresh inputs.
 import pytest
 from recipe_support import check
 
-from kskill.eval.lineage import SMALL, SUITE, lineage_candidates, shrink
+from kskill.eval.lineage import SMALL, SUITE, lineage_candidates, required_tolerance, shrink
 
 pytestmark = pytest.mark.slow  # every variant of 36 problems built and run in Triton's interpreter
 
@@ -26,6 +26,12 @@ def test_benchmarked_candidates_are_correct_at_small_sizes(stem):
     for techniques, params in built:
         check(source, techniques, params)
     assert built or stem in ("34_small_convnet",), f"{stem}: the search writes no Triton candidate"
+
+
+def test_a_tf32_variant_is_held_to_the_tolerance_its_conditions_require():
+    assert required_tolerance({"dot_precision": "tf32", "gemm_backend": "triton"}, 1e-4) == 1e-3
+    assert required_tolerance({"dot_precision": "tf32x3", "gemm_backend": "triton"}, 1e-4) == 1e-4
+    assert required_tolerance({}, 1e-4) == 1e-4
 
 
 def test_the_3xtf32_gemm_and_attention_forms_are_among_the_checked_candidates():
