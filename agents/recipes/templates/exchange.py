@@ -21,7 +21,7 @@ published by the first launch, so the repair rewrites the whole output from the 
 Keeping the fallback out of the kernel (each waiter used to read a missing sibling's chunk itself)
 keeps its registers down: the fallback's tile cost the instance norm kernel about 70 registers a
 thread, and so a third of the programs a multiprocessor keeps resident (eval/runs/push-h200-s38/NOTES.md,
-push-h200-s39/NOTES.md). The recipes keep SPLIT well under the GPU's resident programs so that on a
+push-h200-s39/NOTES.md). The recipes keep SPLIT under the programs an H200 keeps resident, so that on a
 GPU of its own a row's programs run together and the flag stays clear.
 
 Where the rows divide into groups of two or four, a program can take a chunk of each row of a group: it
@@ -126,8 +126,8 @@ def row_exchange(r: int) -> tuple[int, int, int] | None:
 def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first: list[str], then: list[str],
                   doc: str) -> KernelUnit:
     """The kernel and its launcher (the flag and slots filled with EMPTY, the poll bound for the device, the
-    launch and its repair). `first`
-    loads this program's chunk of `row` (`offs` = row * R + `cols`, `mask`), reduces it and publishes;
+    launch and its repair). `first` loads this program's chunk of `row` (`offs` = row * R + `cols`, `mask`),
+    reduces it and publishes;
     `then` gathers the row's statistics and writes the chunk. With one row a program the kernel is
     `first` then `then`; with a group, `first` for each row, then `then` for each, every name `first`
     assigns taking the row's place in the group as a suffix."""
