@@ -5,9 +5,10 @@ an NVIDIA GPU without one (the CUDA backend and cuobjdump that Triton's wheel sh
 
 Each kernel is compiled with the constants of its launch line in the candidate (`name_kernel[grid](...,
 R=..., num_warps=...)`), pointers as fp32 (`ws_ptr` as int64) and other arguments as int32. The count
-comes from this machine's Triton, which may differ from the GPU machine's by a few registers; it is a
-guide to how many programs a multiprocessor keeps resident (eval/runs/push-h200-s38/NOTES.md), not a
-measurement."""
+comes from the Triton imported, which may differ from the GPU machine's by a few registers (install that
+version apart, `pip install --no-deps --target DIR triton==3.6.0`, and put DIR first on PYTHONPATH to read
+what it compiles); it is a guide to how many programs a multiprocessor keeps resident
+(eval/runs/push-h200-s38/NOTES.md, push-h200-s39/NOTES.md), not a measurement."""
 
 from __future__ import annotations
 
