@@ -151,10 +151,9 @@ class FusedIO:
             src.append(f"    out{i} = {alloc(tuple(node.shape or ()), node.dtype, like)}")
         outs = [f"out{i}" for i in range(len(self.outputs()))]
         args = params + list(extra_args) + outs
-        opts = ", ".join(x for x in (sizes, launch_opts) if x)
-        src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {opts})")
-        if repair:
-            src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {', '.join(x for x in (sizes, repair) if x)})")
+        for options in [launch_opts] + ([repair] if repair else []):
+            opts = ", ".join(x for x in (sizes, options) if x)
+            src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {opts})")
         src.append(f"    return {', '.join(outs)}")
         return "\n".join(src) + "\n"
 
