@@ -21,7 +21,7 @@ from typing import Any
 from kskill.agents.brains.base import CannotApply, OptimizeTask, SeedTask
 from kskill.agents.brains.recipes import RecipeBrain
 from kskill.graph_schema.model import Technique, Variant
-from kskill.graph_schema.skillbase import read_builtin
+from kskill.graph_schema.skillbase import GraphPayload, read_builtin
 
 SUITE = Path(__file__).parent / "problems"
 # Each suite problem's module-level size constants, replaced by small odd ones (same code otherwise).
@@ -85,9 +85,14 @@ ORDER = ["algebraic_simplification", "flash_attention", "gemm_epilogue_fusion", 
 
 
 @lru_cache(maxsize=1)
+def _builtin_payload() -> GraphPayload:
+    return read_builtin().payload
+
+
+@lru_cache(maxsize=1)
 def skill_base() -> tuple[dict[str, Technique], dict[str, list[Variant]], dict[str, set[str]]]:
     """Techniques by id, their variants, and what each conflicts with."""
-    payload = read_builtin().payload
+    payload = _builtin_payload()
     techniques = {n.id: n for n in payload.nodes.values() if isinstance(n, Technique)}
     variants: dict[str, list[Variant]] = {}
     conflicts: dict[str, set[str]] = {}
@@ -104,7 +109,7 @@ def skill_base() -> tuple[dict[str, Technique], dict[str, list[Variant]], dict[s
 def _variant_tolerances() -> dict[str, float]:
     """Params (JSON text) of each variant whose conditions ask for a looser tolerance: the least rtol and
     atol those conditions admit (`rtol >= 0.001`: TF32 dots)."""
-    payload = read_builtin().payload
+    payload = _builtin_payload()
     variants = {v.id: v for vs in skill_base()[1].values() for v in vs}
     loosest: dict[str, float] = {}
     for edge in payload.edges:
