@@ -254,9 +254,11 @@ def test_a_server_stuck_while_loading_is_killed_and_started_once_more(tmp_path: 
         real_spawn(server)
         if not stuck:  # the first start only
             deadline = time.monotonic() + 10
-            while not server.pid_path.exists() and time.monotonic() < deadline:
+            pid = ""  # the server creates its pid file, then writes it: wait for the number
+            while not pid and time.monotonic() < deadline:
+                pid = server.pid_path.read_text().strip() if server.pid_path.exists() else ""
                 time.sleep(0.005)
-            stuck.append(int(server.pid_path.read_text()))
+            stuck.append(int(pid))
             os.kill(stuck[0], signal.SIGSTOP)
 
     monkeypatch.setattr(EmbeddedServer, "_spawn", spawn_then_stop)
