@@ -71,6 +71,21 @@ def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, group)
     assert ("row3 = grp" in cand.source) == (grouped == 4)
 
 
+@pytest.mark.parametrize("norm, index", [("nn.GroupNorm(2, 4)", "(row0 * 2 + cols // 10000) % 4"),
+                                          ("nn.InstanceNorm2d(4, affine=True)", "(row + cols * 0) % 4")])
+def test_per_channel_operands_are_indexed_from_the_row(norm, index):
+    """A convolution's bias folded into the norm's loads and a per-channel scale after it are indexed from the
+    row's number and the lane's column, not from an offset tensor: a group norm's row holds two channels
+    here, an instance norm's row one channel (one value a row)."""
+    model = ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             f"        self.conv = nn.Conv2d(3, 4, 3)\n        self.n = {norm}\n"
+             "        self.scale = nn.Parameter(torch.randn(4, 1, 1))\n"
+             "    def forward(self, x):\n        return self.n(self.conv(x)) * self.scale\n")
+    cand = check(problem(model, "[torch.randn(2, 3, 102, 102)]"), ["fused_normalization", "kernel_fusion"],
+                 {"group": 2} if "Group" in norm else None)
+    assert index in cand.source and "(offs" not in cand.source
+
+
 def _instance_norm(shape: tuple[int, ...]) -> str:
     return problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                    f"        self.n = nn.InstanceNorm2d({shape[1]})\n"
@@ -102,6 +117,34 @@ def test_a_nan_statistic_is_published_not_taken_for_an_empty_slot():
     torch.testing.assert_close(got[1], want[1], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("source", [_softmax("softmax", (3, 9000)), _softmax("log_softmax", (2, 12000)),
+                                    _instance_norm((2, 3, 100, 130))])
+def test_the_pipelined_form_matches_pytorch(source):
+    """Programs walking the rows of their lane: under the interpreter every row is a lane (nothing reckoned on
+    a CPU), each program loads and publishes the lane's next row, clamped to the last, before it writes the
+    current one, and the repair launch makes every given-up wait right."""
+    technique = "online_softmax" if "softmax" in source else "fused_normalization"
+    cand = check(source, [technique], {"pipeline": True})
+    assert "while row0 < ROWS:" in cand.source and "row1 = tl.minimum(row0 + LANES, ROWS - 1)" in cand.source
+    assert "x0 = x1" in cand.source and "offs0 = offs1" not in cand.source, "only what the write reads is carried"
+    assert "[(lanes * " in cand.source and "REPAIR=True" in cand.source
+
+
+def test_the_pipeline_lanes_are_what_stays_resident():
+    """The launcher's reckoning: 168 registers a thread over one warp leave 12 programs a multiprocessor (registers
+    go out 256 a warp), so an H200's 132 hold 12 lanes of 128 programs; shared memory or fewer rows bound it too."""
+    cand = build_candidate(_instance_norm((2, 3, 100, 130)), ["fused_normalization"], {"pipeline": True})
+    reckon = load(cand.source)["_norm_0_resident_lanes"]
+    kernel = type("Compiled", (), {"n_regs": 168, "metadata": type("Meta", (), {"shared": 0})()})()
+    h200 = {"max_num_regs": 65536, "warpSize": 32, "max_shared_mem": 232448, "multiprocessor_count": 132}
+    assert reckon(kernel, h200, 1, 128, 7168) == 12
+    kernel.n_regs = 161  # rounded up to 168: the same
+    assert reckon(kernel, h200, 1, 128, 7168) == 12
+    assert reckon(kernel, h200, 1, 128, 5) == 5, "no more lanes than rows"
+    kernel.metadata.shared = 46 * 1024  # four programs' shared memory a multiprocessor
+    assert reckon(kernel, h200, 1, 128, 7168) == 4
+
+
 def test_split_bounds():
     assert exchange.row_exchange(4096) is None, "a row one chunk holds needs no exchange"
     assert exchange.row_exchange(20000) == (5, 4096, 2)
@@ -114,18 +157,21 @@ def test_split_bounds():
 
 def test_group_bounds():
     pair = exchange.Grouped(2, 4096, 4)
-    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2)
+    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2, False)
     assert exchange.group_split(4095, 393216, pair) is None, "rows that do not pair up"
     assert exchange.group_split(2, 4096, pair) is None, "a row one chunk holds"
     assert exchange.group_split(2, exchange.MAX_GROUP_SPLIT * 4096 + 1, pair) is None
-    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2), "rows of many chunks"
-    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1), "the one-row form"
-    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1), "rows of a few chunks"
-    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2), "the parameter asks"
-    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4), "the elements kept"
+    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2, False), "rows of many chunks"
+    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1, False), "the one-row form"
+    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1, False), "rows of a few chunks"
+    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2, False), "the parameter asks"
+    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4, False), "the elements kept"
     assert exchange.chosen_split(6, 20000, {"group": 4}, (), pair).group == 1, "6 rows make no groups of 4"
     assert exchange.chosen_split(4, 20000, {"row_exchange": False}, (), pair) is None, "the two_reads variant"
     assert exchange.chosen_split(4, 20000, {"BLOCK_R": 1024}, ("BLOCK_R",), pair) is None, "the two-read form tuned"
+    assert exchange.chosen_split(4, 20000, {"pipeline": True}, (), pair) == (10, 2048, 1, 1, True), "pipelined"
+    assert exchange.chosen_split(4, 20000, {"pipeline": True, "pipe_chunk": 4096}, (), pair) == (5, 4096, 2, 1, True)
+    assert exchange.chosen_split(4, 2048, {"pipeline": True}, (), pair) is None, "a row one chunk holds"
 
 
 def test_rows_too_long_keep_the_two_read_forms():

@@ -68,6 +68,7 @@ MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are sm
 # 64 siblings (instance norm), 2 % with 32 (softmax after pooling), the same with 48 (softmax), 2.5 % faster
 # with 27 and 9 % with 16 (group norms feeding pointwise work and pooling); fewer were not measured.
 GROUP_MIN_SPLIT = 16
+PIPE_CHUNK = 2048  # the pipelined form's chunk of each of the two rows a program holds, over one warp
 
 
 class Split(NamedTuple):
@@ -75,6 +76,7 @@ class Split(NamedTuple):
     block: int  # elements of a chunk
     warps: int
     group: int  # rows a program: 1, or 2 or 4 (a chunk of each, all published before any wait)
+    pipelined: bool = False  # resident programs walking rows LANES apart (group 1)
 
 
 class Grouped(NamedTuple):
@@ -92,6 +94,8 @@ def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ..
     `tuned`)."""
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
+    if params.get("pipeline") and (split := pipe_split(r, int(params.get("pipe_chunk", PIPE_CHUNK)))) is not None:
+        return split
     group = int(params.get("group", grouped.rows))
     if group != grouped.rows:
         grouped = Grouped(group, max(1024, grouped.chunk * grouped.rows // max(group, 1)), grouped.warps)
@@ -110,6 +114,15 @@ def group_split(rows: int, r: int, grouped: Grouped) -> Split | None:
     if rows % grouped.rows or r <= grouped.chunk or split > MAX_GROUP_SPLIT:
         return None
     return Split(split, grouped.chunk, grouped.warps, grouped.rows)
+
+
+def pipe_split(r: int, chunk: int) -> Split | None:
+    """Rows of `r` in chunks of `chunk` (over chunk // 2048 warps) for the pipelined form; None for a row one
+    chunk holds or one of more than MAX_GROUP_SPLIT chunks (a lane's programs must all be resident)."""
+    split = -(-r // chunk)
+    if r <= chunk or split > MAX_GROUP_SPLIT:
+        return None
+    return Split(split, chunk, max(1, chunk // 2048), 1, True)
 
 
 def row_exchange(r: int) -> tuple[int, int, int] | None:
@@ -135,8 +148,10 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
              "        return",
              f"pid = {program_id(0, io.wide)}", "c = pid % SPLIT", "cols = c * BLOCK_R + tl.arange(0, BLOCK_R)",
              "mask = cols < R"]
-    first, then = scalar_base_first(first), scalar_base_first(then)
+    first, then = scalar_base_first(first, r), scalar_base_first(then, r)
     locate = ["offs = row * R + cols"]
+    if split.pipelined:
+        return _pipelined_unit(name, io, rows, r, split, place, locate + first, then, doc)
     if split.group > 1:
         names = {"row"} | _assigned(locate + first)
         body = place + ["grp = pid // SPLIT"]
@@ -160,12 +175,77 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
     return io.unit(name, kernel, launcher, params)
 
 
-def scalar_base_first(lines: list[str]) -> list[str]:
-    """`lines` with each pointer plus `offs` written as the pointer plus the row's start, plus `cols`. Triton
-    then addresses from the lane index instead of materialising an offset tensor: read offline for sm_90
-    (scripts/kernel_registers.py), the grouped softmax kernel went from 226 to 128 registers a thread, which
-    doubles the programs a multiprocessor keeps resident (eval/runs/push-h200-s38/NOTES.md)."""
-    return [re.sub(r"(\w+_ptr) \+ offs\b", r"\1 + row * R + cols", ln) for ln in lines]
+def _pipelined_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, place: list[str], first: list[str],
+                    then: list[str], doc: str) -> KernelUnit:
+    """LANES * SPLIT programs, each walking the rows of its lane LANES apart: it loads and publishes its chunk
+    of the next row (`first` suffixed 1; past the last row, the last row again: the same statistics
+    republished, instead of a row mask held all loop long) before it waits for the current row's siblings
+    and writes the current row (`then` suffixed 0). Only what `then` reads of `first` is carried round the
+    loop (an offset or mask tensor carried costs a register per element held). The launcher takes LANES,
+    the lanes whose programs the GPU keeps resident together, from the first launch's registers (as Triton's
+    fused-softmax tutorial reckons occupancy); until then, and under the interpreter, every row is a lane."""
+    names = {"row"} | _assigned(first)
+    carried = sorted(n for n in _assigned(first) if any(re.search(rf"(?<![\w.]){n}\b", ln) for ln in then))
+    body = place + ["row0 = pid // SPLIT"] + _suffixed(first, 0, names)
+    loop = ["row1 = tl.minimum(row0 + LANES, ROWS - 1)"] + _suffixed(first, 1, names) + _suffixed(then, 0, names)
+    loop += [f"{n}0 = {n}1" for n in carried] + ["row0 = row0 + LANES"]
+    body += ["while row0 < ROWS:"] + ["    " + ln for ln in loop]
+    kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN', 'LANES'])}, {SIZES}, "
+              f"ROWS: tl.constexpr):\n    \"\"\"{doc} Pipelined.\"\"\"\n{indent(body, 4)}\n")
+    operand = io.operand_names()[0]
+    known = f"{name}_lanes"
+    before = [f"lanes = {known}.get({operand}.device, {rows})  # until reckoned: every row a lane",
+              f"ws = torch.full(({1 + rows * split.split},), {EMPTY}, device={operand}.device, dtype=torch.int64)",
+              f"spin = {SPIN_INTERPRETER} if {operand}.device.type == 'cpu' else {SPIN_GPU}"]
+    after = [f"if {operand}.device.type != 'cpu' and {operand}.device not in {known}:",
+             f"    props = triton.runtime.driver.active.utils.get_device_properties({operand}.device.index)",
+             f"    {known}[{operand}.device] = {name}_resident_lanes(launched, props, {split.warps}, {split.split}, "
+             f"{rows})"]
+    consts = (f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}, "
+              f"ROWS={rows}")
+    launcher = io.launcher(name, f"(lanes * {split.split},)", consts, body_before=before,
+                           extra_args=["ws", "spin", "lanes"], launch_opts=f"REPAIR=False, num_warps={split.warps}",
+                           repair=f"REPAIR=True, num_warps={split.warps}", body_after=after)
+    helper = f"{known} = {{}}  # device: row lanes whose programs stay resident together\n\n\n"
+    helper += RESIDENT.format(name=name) + "\n\n"
+    params = {"BLOCK_R": split.block, "SPLIT": split.split, "num_warps": split.warps, "pipeline": True}
+    return io.unit(name, kernel, helper + launcher, params)
+
+
+RESIDENT = '''def {name}_resident_lanes(kernel, props, warps, split, rows):
+    """Row lanes whose programs the GPU (`props`, as Triton's driver gives them) keeps resident together (a lane's
+    programs wait on one another), from the launched kernel's registers and shared memory: registers are given
+    out 256 a warp, at most 64 warps and 32 programs a multiprocessor, and each program's shared memory takes
+    1 KB more for the system."""
+    regs = getattr(kernel, "n_regs", 0) or 255  # unknown: the most a thread can hold
+    warp_regs = -(-regs * props["warpSize"] // 256) * 256
+    per_sm = min(props["max_num_regs"] // (warp_regs * warps), 64 // warps, 32)
+    shared = getattr(getattr(kernel, "metadata", None), "shared", 0)
+    per_sm = min(per_sm, props["max_shared_mem"] // (shared + 1024))
+    return max(1, min(rows, per_sm * props["multiprocessor_count"] // split))
+'''
+
+
+def scalar_base_first(lines: list[str], r: int) -> list[str]:
+    """`lines` with each pointer plus `offs` written as the pointer plus the row's start, plus `cols`, and each
+    broadcast operand's index `(offs // D)` as `(row * (R // D) + cols // D)` where D divides the row length
+    `r` (exact: the row's start is a multiple of D) or as the row's `row // (D // R)` where R divides D, and `(offs % S)` as `(cols % S)` where S divides it. Triton then addresses from the lane index instead of
+    materialising an offset tensor: read offline for sm_90 (scripts/kernel_registers.py), the grouped
+    softmax kernel went from 226 to 128 registers a thread, which doubles the programs a multiprocessor keeps
+    resident (eval/runs/push-h200-s38/NOTES.md); a fused group norm's per-channel operands, indexed
+    `(offs // HW) % C`, spilled 768 bytes a thread, and 504 indexed from the row (push-h200-s39/NOTES.md)."""
+    def per_row(m: re.Match[str]) -> str:
+        d = int(m.group(1))
+        if d % r == 0:  # one value a row, as a block (a load's mask is one)
+            return "(row + cols * 0)" if d == r else f"(row // {d // r} + cols * 0)"
+        return f"(row * {r // d} + cols // {d})" if r % d == 0 else m.group(0)
+
+    def within_row(m: re.Match[str]) -> str:
+        return f"(cols % {m.group(1)})" if r % int(m.group(1)) == 0 else m.group(0)
+
+    lines = [re.sub(r"(\w+_ptr) \+ offs\b", r"\1 + row * R + cols", ln) for ln in lines]
+    lines = [re.sub(r"\(offs % (\d+)\)", within_row, ln) for ln in lines]
+    return [re.sub(r"\(offs // (\d+)\)", per_row, ln) for ln in lines]
 
 
 def _assigned(lines: list[str]) -> set[str]:

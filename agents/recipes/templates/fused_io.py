@@ -129,9 +129,11 @@ class FusedIO:
         return ", ".join([self.ptrs[operand_key(o)] for o in self.operands] + list(extra) + outs)
 
     def launcher(self, name: str, grid: str, sizes: str, body_before: list[str] = (),
-                 extra_args: list[str] = (), launch_opts: str = "", repair: str = "") -> str:
+                 extra_args: list[str] = (), launch_opts: str = "", repair: str = "",
+                 body_after: list[str] = ()) -> str:
         """def name(operands): contiguous inputs, allocate outputs, launch, return outputs. `repair`: launch
-        options of a second launch with the same arguments (templates/exchange.py)."""
+        options of a second launch with the same arguments (templates/exchange.py). `body_after`: lines after
+        the launches, which may read the first launch's compiled kernel as `launched`."""
         params = self.operand_names()
         src = [f"def {name}({', '.join(arg_name(o) for o in self.launcher_inputs())}):"]
         adopted = self.region.extra.get("adopted")
@@ -151,9 +153,11 @@ class FusedIO:
             src.append(f"    out{i} = {alloc(tuple(node.shape or ()), node.dtype, like)}")
         outs = [f"out{i}" for i in range(len(self.outputs()))]
         args = params + list(extra_args) + outs
-        for options in [launch_opts] + ([repair] if repair else []):
+        for i, options in enumerate([launch_opts] + ([repair] if repair else [])):
             opts = ", ".join(x for x in (sizes, options) if x)
-            src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {opts})")
+            keep = "launched = " if body_after and i == 0 else ""
+            src.append(f"    {keep}{name}_kernel[{grid}]({', '.join(args)}, {opts})")
+        src += [f"    {line}" for line in body_after]
         src.append(f"    return {', '.join(outs)}")
         return "\n".join(src) + "\n"
 
