@@ -24,13 +24,17 @@ thread, and so a third of the programs a multiprocessor keeps resident (eval/run
 push-h200-s39/NOTES.md). The recipes keep SPLIT under the programs an H200 keeps resident, so that on a
 GPU of its own a row's programs run together and the flag stays clear.
 
-Where the rows divide into groups of two or four, a program can take a chunk of each row of a group: it
-loads and publishes them one after the other, and only then waits for the first row's siblings, so that
-its loads keep the memory busy while its siblings finish theirs. Waiting was a fifth of the one-row
-softmax's time on the H200. Each recipe names the grouped form it starts from (rows, chunk, warps:
-softmax two rows in chunks of 4096 over 4 warps, the row norms two rows in chunks of 8192 over 4 warps;
-eval/runs/push-h200-s37/NOTES.md to push-h200-s39/NOTES.md), taken where a row has many programs (the
-wait is for the slowest of them); the `group` parameter overrides both.
+Where a row has many programs (PIPE_MIN_SPLIT), waiting for the slowest of them costs most (a fifth of the
+one-row softmax's time on the H200), so the programs are pipelined: LANES * SPLIT programs, as many as the
+GPU keeps resident, each walking the rows of its lane LANES apart and loading and publishing its chunk of
+the next row before it waits for the current row's siblings, so that one row is always loading while
+another waits. The launcher reckons LANES from the first launch's registers; a reckoning too high only
+makes waits give up, which the repair launch puts right. Otherwise, where the rows divide into groups of
+two or four, a program can take a chunk of each row of a group: it loads and publishes them one after the
+other, and only then waits for the first row's siblings. Each recipe names the grouped form it starts from
+(rows, chunk, warps: softmax two rows in chunks of 4096 over 4 warps, the row norms two rows in chunks of
+8192 over 4 warps; eval/runs/push-h200-s37/NOTES.md to push-h200-s40/NOTES.md); the `pipeline` and `group`
+parameters choose either form.
 
 Where both this form and the two-read one apply, the search measures both: they are the
 row_exchange and two_reads variants of online_softmax and fused_normalization in the skill graph.
@@ -68,7 +72,14 @@ MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are sm
 # 64 siblings (instance norm), 2 % with 32 (softmax after pooling), the same with 48 (softmax), 2.5 % faster
 # with 27 and 9 % with 16 (group norms feeding pointwise work and pooling); fewer were not measured.
 GROUP_MIN_SPLIT = 16
-PIPE_CHUNK = 2048  # the pipelined form's chunk of each of the two rows a program holds, over one warp
+# Rows whose one-row form has this many programs a row are pipelined (or the `pipeline` parameter asks), in
+# chunks of 2048 over one warp, or of 8192 over 4 where that would split a row more than MAX_GROUP_SPLIT ways.
+# On the H200 (push-h200-s40/NOTES.md), against two rows a program: instance norm 3.82 ms against 3.91 (12
+# lanes), softmax 3.49 against 3.53 (8), softmax after pooling 1.83 against 1.85 (24), group norm over 2M-element
+# rows in chunks of 8192 4.89 against 5.35 (one lane); a group norm of 32 programs a row in chunks of 2048 lost
+# 4 % (1.19 ms against 1.14), and an instance norm in chunks of 4096 over 2 warps ran 10.7 ms (its waits gave up).
+PIPE_MIN_SPLIT = 32
+PIPE_CHUNKS = (2048, 8192)
 
 
 class Split(NamedTuple):
@@ -87,19 +98,22 @@ class Grouped(NamedTuple):
 
 
 def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...], grouped: Grouped) -> Split | None:
-    """How `rows` rows of `r` are split: `grouped` (or the params' `group` rows a program, in chunks that keep
-    the elements a program holds) where the one-row form would have GROUP_MIN_SPLIT programs a row or more
-    (or the params ask) and group_split allows it, else row_exchange (`group` 1); None when the technique's
+    """How `rows` rows of `r` are split: pipelined (pipe_split) where the one-row form would have PIPE_MIN_SPLIT
+    programs a row or more and the params do not ask for a group (or their `pipeline` asks); else `grouped` (or
+    the params' `group` rows a program, in chunks that keep the elements a program holds) where the one-row
+    form would have GROUP_MIN_SPLIT programs a row or more (or the params ask) and group_split allows it, else
+    row_exchange (`group` 1); None when the technique's
     two_reads variant is chosen (`row_exchange` false) or the params tune the two-read form (any key of
     `tuned`)."""
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
-    if params.get("pipeline") and (split := pipe_split(r, int(params.get("pipe_chunk", PIPE_CHUNK)))) is not None:
+    single = row_exchange(r)
+    pipelined = params.get("pipeline", "group" not in params and (single is None or single[0] >= PIPE_MIN_SPLIT))
+    if pipelined and (split := pipe_split(r, params.get("pipe_chunk"))) is not None:
         return split
     group = int(params.get("group", grouped.rows))
     if group != grouped.rows:
         grouped = Grouped(group, max(1024, grouped.chunk * grouped.rows // max(group, 1)), grouped.warps)
-    single = row_exchange(r)
     many = single is None or single[0] >= GROUP_MIN_SPLIT or "group" in params
     if group > 1 and many and (split := group_split(rows, r, grouped)) is not None:
         return split
@@ -116,9 +130,11 @@ def group_split(rows: int, r: int, grouped: Grouped) -> Split | None:
     return Split(split, grouped.chunk, grouped.warps, grouped.rows)
 
 
-def pipe_split(r: int, chunk: int) -> Split | None:
-    """Rows of `r` in chunks of `chunk` (over chunk // 2048 warps) for the pipelined form; None for a row one
-    chunk holds or one of more than MAX_GROUP_SPLIT chunks (a lane's programs must all be resident)."""
+def pipe_split(r: int, chunk: int | None = None) -> Split | None:
+    """Rows of `r` in chunks of `chunk` (over chunk // 2048 warps) for the pipelined form, by default the first
+    of PIPE_CHUNKS that splits a row in at most MAX_GROUP_SPLIT; None for a row one chunk holds or one of more
+    than MAX_GROUP_SPLIT chunks (a lane's programs must all be resident)."""
+    chunk = chunk or next((c for c in PIPE_CHUNKS if -(-r // c) <= MAX_GROUP_SPLIT), PIPE_CHUNKS[-1])
     split = -(-r // chunk)
     if r <= chunk or split > MAX_GROUP_SPLIT:
         return None

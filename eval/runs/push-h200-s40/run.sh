@@ -1,6 +1,6 @@
 #!/bin/bash
 # #15, session 40, on the GPU machine from the checkout's root (.whl, .kb, .gpu carried):
-#   SCAN=1: where the suite's cumsum candidate differs from torch (.gpu/scan39.py); GPUTEST=1: the GPU test of the Planner's busy time; SANI=1: compute-sanitizer memcheck over .gpu/sani40.py; DEV=1: development timings (.gpu/s40.py [DEVARGS keys], not product figures);
+#   TESTS=EXPR: the recipe-suite GPU tests matching EXPR; SCAN=1: where the suite's cumsum candidate differs from torch (.gpu/scan39.py); GPUTEST=1: the GPU test of the Planner's busy time; SANI=1: compute-sanitizer memcheck over .gpu/sani40.py; DEV=1: development timings (.gpu/s40.py [DEVARGS keys], not product figures);
 #   then `kskill eval` over the rows in ONLY (default: L1/34, L1/23 and L2/38, the exchange form),
 #   resumable from a state archive. Keep LIMIT well inside the session's GPU budget: a call cut short returns
 #   only what is under $OUT (the rows copied out as they finish, not the archive).
@@ -13,6 +13,10 @@ if [ -n "$GPUTEST" ]; then  # -P and another directory: the installed kskill, no
   (cd /tmp && timeout 180 python3 -P -m pytest -q -p no:cacheprovider -m gpu \
     "$R/tests/gpu/test_reviewer_gpu.py::test_profiled_kernel_time_counts_kernels_side_by_side_once") > $OUT/logs/gputest.txt 2>&1
   echo "gpu test rc=$? at ${SECONDS}s"; tail -5 $OUT/logs/gputest.txt
+fi
+if [ -n "$TESTS" ]; then  # recipe-suite GPU tests whose names match TESTS
+  (cd /tmp && timeout 240 python3 -P -m pytest -q -p no:cacheprovider -m gpu "$R/tests/gpu/test_recipes_gpu.py" -k "$TESTS") > $OUT/logs/tests.txt 2>&1
+  echo "tests rc=$? at ${SECONDS}s"; tail -40 $OUT/logs/tests.txt
 fi
 if [ -n "$SANI" ]; then
   timeout ${SANI_S:-150} compute-sanitizer --tool memcheck --print-limit 20 python3 .gpu/sani40.py > $OUT/logs/sanitizer.txt 2>&1
