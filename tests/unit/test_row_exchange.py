@@ -163,6 +163,7 @@ def test_group_bounds():
     assert exchange.group_split(2, exchange.MAX_GROUP_SPLIT * 4096 + 1, pair) is None
     assert exchange.chosen_split(4, 393216, {}, (), pair) == (192, 2048, 1, 1, True), "many chunks: pipelined"
     assert exchange.chosen_split(4, 2 << 20, {}, (), pair) == (256, 8192, 4, 1, True), "in larger chunks"
+    assert exchange.chosen_split(4, 532512, {}, (), pair) == (131, 4096, 4, 2, False), "too few of them: grouped"
     assert exchange.chosen_split(4, 393216, {"pipeline": False}, (), pair) == (96, 4096, 4, 2, False), "grouped"
     assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1, False), "the one-row form"
     assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1, False), "rows of a few chunks"

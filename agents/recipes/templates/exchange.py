@@ -73,12 +73,15 @@ MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are sm
 # with 27 and 9 % with 16 (group norms feeding pointwise work and pooling); fewer were not measured.
 GROUP_MIN_SPLIT = 16
 # Rows whose one-row form has this many programs a row are pipelined (or the `pipeline` parameter asks), in
-# chunks of 2048 over one warp, or of 8192 over 4 where that would split a row more than MAX_GROUP_SPLIT ways.
-# On the H200 (push-h200-s40/NOTES.md), against two rows a program: instance norm 3.82 ms against 3.91 (12
-# lanes), softmax 3.49 against 3.53 (8), softmax after pooling 1.83 against 1.85 (24), group norm over 2M-element
-# rows in chunks of 8192 4.89 against 5.35 (one lane); a group norm of 32 programs a row in chunks of 2048 lost
-# 4 % (1.19 ms against 1.14), and an instance norm in chunks of 4096 over 2 warps ran 10.7 ms (its waits gave up).
+# chunks of 2048 over one warp, or, where that would split a row more than MAX_GROUP_SPLIT ways and a row has
+# PIPE_LONG_MIN_SPLIT chunks of 8192 or more, of 8192 over 4. On the H200 (push-h200-s40/NOTES.md), against two
+# rows a program: instance norm 3.82 ms against 3.91 (12 lanes), softmax 3.49 against 3.53 (8), softmax after
+# pooling 1.83 against 1.85 (24), group norm over 2M-element rows in chunks of 8192 4.89-4.93 against 5.35 (one
+# lane, 256 chunks a row); a group norm of 66 chunks of 8192 a row ran 7.53 against 7.48, one of 32 programs a
+# row in chunks of 2048 1.19 against 1.14, and an instance norm in chunks of 4096 over 2 warps 10.7 ms (its
+# waits gave up); 8192 over 8 warps lost to 4 (5.11 against 4.93, 8.08 against 7.53).
 PIPE_MIN_SPLIT = 32
+PIPE_LONG_MIN_SPLIT = 128
 PIPE_CHUNKS = (2048, 8192)
 
 
@@ -132,9 +135,13 @@ def group_split(rows: int, r: int, grouped: Grouped) -> Split | None:
 
 def pipe_split(r: int, chunk: int | None = None) -> Split | None:
     """Rows of `r` in chunks of `chunk` (over chunk // 2048 warps) for the pipelined form, by default the first
-    of PIPE_CHUNKS that splits a row in at most MAX_GROUP_SPLIT; None for a row one chunk holds or one of more
-    than MAX_GROUP_SPLIT chunks (a lane's programs must all be resident)."""
-    chunk = chunk or next((c for c in PIPE_CHUNKS if -(-r // c) <= MAX_GROUP_SPLIT), PIPE_CHUNKS[-1])
+    of PIPE_CHUNKS that splits a row in at most MAX_GROUP_SPLIT (the larger only for rows of PIPE_LONG_MIN_SPLIT
+    chunks or more); None for a row one chunk holds or one of more than MAX_GROUP_SPLIT chunks (a lane's
+    programs must all be resident)."""
+    if chunk is None:
+        chunk = next((c for c in PIPE_CHUNKS if -(-r // c) <= MAX_GROUP_SPLIT), PIPE_CHUNKS[-1])
+        if chunk == PIPE_CHUNKS[-1] and -(-r // chunk) < PIPE_LONG_MIN_SPLIT:
+            return None
     split = -(-r // chunk)
     if r <= chunk or split > MAX_GROUP_SPLIT:
         return None
