@@ -144,7 +144,9 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     for key in ("weight", "bias"):
         if region.extra.get(key) is not None:
             io.add(region.extra[key])
-    exchange = chosen_split(p_, r_, params, ("BLOCK_R", "SPLIT"), GROUPED) if r_ > MAX_PERSISTENT else None
+    exchange = None
+    if r_ > MAX_PERSISTENT:  # rows of many programs pipelined (templates/exchange.py)
+        exchange = chosen_split(p_, r_, params, ("BLOCK_R", "SPLIT"), GROUPED, pipeline=True)
     if exchange is not None:
         return _exchange_unit(name, region, io, exchange)
     if p["SPLIT"] > 1 and r_ > p["BLOCK_R"]:

@@ -21,14 +21,15 @@ def _softmax(fn: str, shape: tuple[int, ...], scale: str = "x * 2.0") -> str:
 
 @pytest.mark.parametrize("fn, shape, group, params", [("softmax", (3, 20000), 1, None),
                                                       ("softmax", (4, 20000), 1, None),
-                                                      ("softmax", (2, 32 * 4096 + 1), 2, {"pipeline": False}),
+                                                      ("softmax", (2, 32 * 4096 + 1), 2, None),
                                                       ("log_softmax", (2, 9000), 2, {"group": 2}),
                                                       ("softmax", (4, 20000), 4, {"group": 4}),
                                                       ("softmax", (4, 20000), 1, {"group": 1})])
 def test_softmax_rows_split_over_programs_match_pytorch(fn, shape, group, params):
-    """Rows that divide into groups share programs (a chunk of each row a program, all published before any
-    wait) where rows of many chunks are not pipelined: two by default, as many as the `group` parameter asks,
-    in chunks that keep a program's elements; rows of few chunks keep one row a program unless it asks."""
+    """Softmax rows of many chunks that divide into groups share programs (a chunk of each row a program, all
+    published before any wait; softmax pipelines only where asked): two by default, as many as the `group`
+    parameter asks, in chunks that keep a program's elements; rows of few chunks keep one row a program
+    unless the parameter asks."""
     cand = check(_softmax(fn, shape), ["online_softmax", "kernel_fusion"], params)
     slots = [f"row{k} * SPLIT + c" for k in range(group)] if group > 1 else ["row * SPLIT + c"]
     assert all(f"tl.atomic_xchg(ws_ptr + 1 + {slot}" in cand.source for slot in slots)
@@ -161,9 +162,10 @@ def test_group_bounds():
     assert exchange.group_split(4095, 393216, pair) is None, "rows that do not pair up"
     assert exchange.group_split(2, 4096, pair) is None, "a row one chunk holds"
     assert exchange.group_split(2, exchange.MAX_GROUP_SPLIT * 4096 + 1, pair) is None
-    assert exchange.chosen_split(4, 393216, {}, (), pair) == (192, 2048, 1, 1, True), "many chunks: pipelined"
-    assert exchange.chosen_split(4, 2 << 20, {}, (), pair) == (256, 8192, 4, 1, True), "in larger chunks"
-    assert exchange.chosen_split(4, 532512, {}, (), pair) == (131, 4096, 4, 2, False), "too few of them: grouped"
+    assert exchange.chosen_split(4, 393216, {}, (), pair, True) == (192, 2048, 1, 1, True), "many chunks: pipelined"
+    assert exchange.chosen_split(4, 2 << 20, {}, (), pair, True) == (256, 8192, 4, 1, True), "in larger chunks"
+    assert exchange.chosen_split(4, 532512, {}, (), pair, True) == (131, 4096, 4, 2, False), "too few: grouped"
+    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2, False), "not the technique's default"
     assert exchange.chosen_split(4, 393216, {"pipeline": False}, (), pair) == (96, 4096, 4, 2, False), "grouped"
     assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1, False), "the one-row form"
     assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1, False), "rows of a few chunks"

@@ -25,7 +25,7 @@ push-h200-s39/NOTES.md). The recipes keep SPLIT under the programs an H200 keeps
 GPU of its own a row's programs run together and the flag stays clear.
 
 Where a row has many programs (PIPE_MIN_SPLIT), waiting for the slowest of them costs most (a fifth of the
-one-row softmax's time on the H200), so the programs are pipelined: LANES * SPLIT programs, as many as the
+one-row softmax's time on the H200), so the row norms' programs are pipelined (softmax's where asked): LANES * SPLIT programs, as many as the
 GPU keeps resident, each walking the rows of its lane LANES apart and loading and publishing its chunk of
 the next row before it waits for the current row's siblings, so that one row is always loading while
 another waits. The launcher reckons LANES from the first launch's registers; a reckoning too high only
@@ -72,7 +72,9 @@ MAX_GROUP_SPLIT = 256  # programs a row in the grouped form, whose chunks are sm
 # 64 siblings (instance norm), 2 % with 32 (softmax after pooling), the same with 48 (softmax), 2.5 % faster
 # with 27 and 9 % with 16 (group norms feeding pointwise work and pooling); fewer were not measured.
 GROUP_MIN_SPLIT = 16
-# Rows whose one-row form has this many programs a row are pipelined (or the `pipeline` parameter asks), in
+# Rows whose one-row form has this many programs a row are pipelined where the technique pipelines by default
+# (the row norms; softmax where the `pipeline` parameter asks: it gained 1-1.3 % below, and in the eval's
+# sandboxed timing a softmax after pooling ran 2.02 ms against 1.84 outside it, a loss not yet understood), in
 # chunks of 2048 over one warp, or, where that would split a row more than MAX_GROUP_SPLIT ways and a row has
 # PIPE_LONG_MIN_SPLIT chunks of 8192 or more, of 8192 over 4. On the H200 (push-h200-s40/NOTES.md), against two
 # rows a program: instance norm 3.82 ms against 3.91 (12 lanes), softmax 3.49 against 3.53 (8), softmax after
@@ -100,9 +102,11 @@ class Grouped(NamedTuple):
     warps: int
 
 
-def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...], grouped: Grouped) -> Split | None:
-    """How `rows` rows of `r` are split: pipelined (pipe_split) where the one-row form would have PIPE_MIN_SPLIT
-    programs a row or more and the params do not ask for a group (or their `pipeline` asks); else `grouped` (or
+def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...], grouped: Grouped,
+                 pipeline: bool = False) -> Split | None:
+    """How `rows` rows of `r` are split: pipelined (pipe_split) where the technique pipelines by default
+    (`pipeline`), the one-row form would have PIPE_MIN_SPLIT programs a row or more and the params do not ask
+    for a group, or where the params' `pipeline` asks; else `grouped` (or
     the params' `group` rows a program, in chunks that keep the elements a program holds) where the one-row
     form would have GROUP_MIN_SPLIT programs a row or more (or the params ask) and group_split allows it, else
     row_exchange (`group` 1); None when the technique's
@@ -111,7 +115,8 @@ def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ..
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
     single = row_exchange(r)
-    pipelined = params.get("pipeline", "group" not in params and (single is None or single[0] >= PIPE_MIN_SPLIT))
+    many_programs = single is None or single[0] >= PIPE_MIN_SPLIT
+    pipelined = params.get("pipeline", pipeline and "group" not in params and many_programs)
     if pipelined and (split := pipe_split(r, params.get("pipe_chunk"))) is not None:
         return split
     group = int(params.get("group", grouped.rows))
