@@ -41,10 +41,10 @@ def test_the_wide_plan_offers_3xtf32_forms_at_fp32_tolerance(store: GraphStore):
     assert forms[0] == "gemm_epilogue_fusion.triton_tf32x3", "the highest-priority form the tolerance admits"
     assert TF32X3_FORMS <= set(forms) and "gemm_epilogue_fusion.library" in forms
     assert gemm.variants[0].params == {"dot_precision": "tf32x3", "gemm_backend": "triton"}
-    # 1xTF32 needs 1e-3: at fp32's 1e-4 it is ruled out, and the plan says which guard did it.
+    # 1xTF32 needs 5e-3: at fp32's 1e-4 it is ruled out, and the plan says which guard did it.
     ruled = {v.variant: v.reason for v in plan.ruled_out}
-    assert ruled["gemm_epilogue_fusion.triton_tf32"] in ("requires rtol >= 0.001: not met",
-                                                         "requires atol >= 0.001: not met")
+    assert ruled["gemm_epilogue_fusion.triton_tf32"] in ("requires rtol >= 0.005: not met",
+                                                         "requires atol >= 0.005: not met")
 
 
 def test_a_tolerance_below_3xtf32_rules_its_forms_out_with_the_reason(store: GraphStore):

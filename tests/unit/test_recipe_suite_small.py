@@ -29,7 +29,7 @@ def test_benchmarked_candidates_are_correct_at_small_sizes(stem):
 
 
 def test_a_tf32_variant_is_held_to_the_tolerance_its_conditions_require():
-    assert required_tolerance({"dot_precision": "tf32", "gemm_backend": "triton"}, 1e-4) == 1e-3
+    assert required_tolerance({"dot_precision": "tf32", "gemm_backend": "triton"}, 1e-4) == 5e-3
     assert required_tolerance({"dot_precision": "tf32x3", "gemm_backend": "triton"}, 1e-4) == 1e-4
     assert required_tolerance({}, 1e-4) == 1e-4
 

@@ -183,7 +183,7 @@ def test_3xtf32_and_tf32_variants_are_gated_by_tolerance(data):
     for vid, v in forms.items():
         precision = (v.get("params") or {}).get("dot_precision")
         if precision in ("tf32x3", "tf32"):
-            floor = 1e-5 if precision == "tf32x3" else 1e-3
+            floor = 1e-5 if precision == "tf32x3" else 5e-3
             for tol in ("rtol", "atol"):
                 assert [tol, ">=", floor] in v["requires"], (vid, tol)
 
@@ -281,7 +281,7 @@ def test_every_technique_is_reachable_from_a_bottleneck(data):
 
 def test_tf32_is_gated_by_tolerance(data):
     tf32 = next(t for t in data["techniques"] if t["id"] == "tf32_tensor_cores")
-    assert ["rtol", ">=", 0.001] in tf32["requires"] and ["dtype", "==", "float32"] in tf32["requires"]
+    assert ["rtol", ">=", 0.005] in tf32["requires"] and ["dtype", "==", "float32"] in tf32["requires"]
 
 
 def test_failure_patterns_compile(data):
