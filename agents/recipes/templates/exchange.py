@@ -25,16 +25,16 @@ push-h200-s39/NOTES.md). The recipes keep SPLIT under the programs an H200 keeps
 GPU of its own a row's programs run together and the flag stays clear.
 
 Where a row has many programs (PIPE_MIN_SPLIT), waiting for the slowest of them costs most (a fifth of the
-one-row softmax's time on the H200), so the row norms' programs are pipelined (softmax's where asked): LANES * SPLIT programs, as many as the
-GPU keeps resident, each walking the rows of its lane LANES apart and loading and publishing its chunk of
-the next row before it waits for the current row's siblings, so that one row is always loading while
-another waits. The launcher reckons LANES from the first launch's registers; a reckoning too high only
-makes waits give up, which the repair launch puts right. Otherwise, where the rows divide into groups of
-two or four, a program can take a chunk of each row of a group: it loads and publishes them one after the
-other, and only then waits for the first row's siblings. Each recipe names the grouped form it starts from
-(rows, chunk, warps: softmax two rows in chunks of 4096 over 4 warps, the row norms two rows in chunks of
-8192 over 4 warps; eval/runs/push-h200-s37/NOTES.md to push-h200-s40/NOTES.md); the `pipeline` and `group`
-parameters choose either form.
+one-row softmax's time on the H200), so the row norms' programs are pipelined (softmax's where asked):
+LANES * SPLIT programs, as many as the GPU keeps resident, each walking the rows of its lane LANES apart and
+loading and publishing its chunk of the next row before it waits for the current row's siblings, so that
+one row is always loading while another waits. The launcher reckons LANES from the first launch's
+registers; a reckoning too high only makes waits give up, which the repair launch puts right. Otherwise,
+where the rows divide into groups of two or four, a program can take a chunk of each row of a group: it
+loads and publishes them one after the other, and only then waits for the first row's siblings. Each
+recipe names the grouped form it starts from (rows, chunk, warps: softmax two rows in chunks of 4096 over
+4 warps, the row norms two rows in chunks of 8192 over 4 warps; eval/runs/push-h200-s37/NOTES.md to
+push-h200-s40/NOTES.md); the `pipeline` and `group` parameters choose either form.
 
 Where both this form and the two-read one apply, the search measures both: they are the
 row_exchange and two_reads variants of online_softmax and fused_normalization in the skill graph.
@@ -106,12 +106,11 @@ def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ..
                  pipeline: bool = False) -> Split | None:
     """How `rows` rows of `r` are split: pipelined (pipe_split) where the technique pipelines by default
     (`pipeline`), the one-row form would have PIPE_MIN_SPLIT programs a row or more and the params do not ask
-    for a group, or where the params' `pipeline` asks; else `grouped` (or
-    the params' `group` rows a program, in chunks that keep the elements a program holds) where the one-row
-    form would have GROUP_MIN_SPLIT programs a row or more (or the params ask) and group_split allows it, else
-    row_exchange (`group` 1); None when the technique's
-    two_reads variant is chosen (`row_exchange` false) or the params tune the two-read form (any key of
-    `tuned`)."""
+    for a group, or where the params' `pipeline` asks; else `grouped` (or the params' `group` rows a program,
+    in chunks that keep the elements a program holds) where the one-row form would have GROUP_MIN_SPLIT
+    programs a row or more (or the params ask) and group_split allows it; else row_exchange (`group` 1).
+    None when the technique's two_reads variant is chosen (`row_exchange` false) or the params tune the
+    two-read form (any key of `tuned`)."""
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
     single = row_exchange(r)
@@ -255,13 +254,14 @@ RESIDENT = '''def {name}_resident_lanes(kernel, props, warps, split, rows):
 
 
 def scalar_base_first(lines: list[str], r: int) -> list[str]:
-    """`lines` with each pointer plus `offs` written as the pointer plus the row's start, plus `cols`, and each
+    """`lines` with each pointer plus `offs` written as the pointer plus the row's start, plus `cols`; each
     broadcast operand's index `(offs // D)` as `(row * (R // D) + cols // D)` where D divides the row length
-    `r` (exact: the row's start is a multiple of D) or as the row's `row // (D // R)` where R divides D, and `(offs % S)` as `(cols % S)` where S divides it. Triton then addresses from the lane index instead of
+    `r` (exact: the row's start is a multiple of D), or as the row's `row // (D // R)` where R divides D; and
+    `(offs % S)` as `(cols % S)` where S divides `r`. Triton then addresses from the lane index instead of
     materialising an offset tensor: read offline for sm_90 (scripts/kernel_registers.py), the grouped
-    softmax kernel went from 226 to 128 registers a thread, which doubles the programs a multiprocessor keeps
-    resident (eval/runs/push-h200-s38/NOTES.md); a fused group norm's per-channel operands, indexed
-    `(offs // HW) % C`, spilled 768 bytes a thread, and 504 indexed from the row (push-h200-s39/NOTES.md)."""
+    softmax kernel went from 226 to 128 registers a thread, which doubles the programs a multiprocessor
+    keeps resident (eval/runs/push-h200-s38/NOTES.md); a fused group norm's per-channel operands, indexed
+    `(offs // HW) % C`, spilled 768 bytes a thread, and 504 indexed from the row (push-h200-s40/NOTES.md)."""
     def per_row(m: re.Match[str]) -> str:
         d = int(m.group(1))
         if d % r == 0:  # one value a row, as a block (a load's mask is one)
