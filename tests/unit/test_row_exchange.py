@@ -131,6 +131,28 @@ def test_the_pipelined_form_matches_pytorch(source):
     assert "[(lanes * " in cand.source and "REPAIR=True" in cand.source
 
 
+@pytest.mark.parametrize("module, shape", [("nn.InstanceNorm2d(3, affine=True)", (2, 3, 100, 130)),
+                                           ("nn.GroupNorm(2, 4)", (2, 4, 70, 90)),
+                                           ("nn.LayerNorm((6, 2000))", (3, 6, 2000))])
+def test_the_streamed_pipelined_form_matches_pytorch(module, shape):
+    """The norms' streamed form (`reread`): each chunk's tile statistics Chan-merged and published, then the
+    chunk streamed again to write it; rows of several chunks with a ragged last chunk and tile."""
+    ctor = (f"    def __init__(self):\n        super().__init__()\n        self.n = {module}\n"
+            "        with torch.no_grad():\n"
+            "            for p in self.n.parameters():\n                p.copy_(torch.randn_like(p))\n")
+    src = problem(f"class Model(nn.Module):\n{ctor}    def forward(self, x):\n        return self.n(x)\n",
+                  f"[torch.rand{shape} * 3 + 1]")
+    cand = check(src, ["fused_normalization"], {"reread": True, "pipe_chunk": 4096, "reread_tile": 1024})
+    assert "for t in range(0, BLOCK_R, TILE):" in cand.source and "TILE=1024" in cand.source
+    assert cand.source.count("tl.load(x_ptr + row") == 3, "the chunk read for statistics (twice: first and next "\
+        "row) and again to write"
+    assert "L2_cache_size" in cand.source, "the lanes in flight capped by the L2"
+    assert exchange.chosen_split(4, 16000, {"reread": True}, (), exchange.Grouped(2, 4096, 4)).tile == 0, \
+        "a row one streamed chunk holds keeps the held forms"
+    assert exchange.chosen_split(4, 1 << 20, {"reread": True}, (), exchange.Grouped(2, 4096, 4)) == \
+        (64, 16384, 4, 1, True, 2048)
+
+
 def test_the_pipeline_lanes_are_what_stays_resident():
     """The launcher's reckoning: 168 registers a thread over one warp leave 12 programs a multiprocessor (registers
     go out 256 a warp), so an H200's 132 hold 12 lanes of 128 programs; shared memory or fewer rows bound it too."""
@@ -158,24 +180,24 @@ def test_split_bounds():
 
 def test_group_bounds():
     pair = exchange.Grouped(2, 4096, 4)
-    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2, False)
+    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2, False, 0)
     assert exchange.group_split(4095, 393216, pair) is None, "rows that do not pair up"
     assert exchange.group_split(2, 4096, pair) is None, "a row one chunk holds"
     assert exchange.group_split(2, exchange.MAX_GROUP_SPLIT * 4096 + 1, pair) is None
-    assert exchange.chosen_split(4, 393216, {}, (), pair, True) == (192, 2048, 1, 1, True), "many chunks: pipelined"
-    assert exchange.chosen_split(4, 2 << 20, {}, (), pair, True) == (256, 8192, 4, 1, True), "in larger chunks"
-    assert exchange.chosen_split(4, 532512, {}, (), pair, True) == (131, 4096, 4, 2, False), "too few: grouped"
-    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2, False), "not the technique's default"
-    assert exchange.chosen_split(4, 393216, {"pipeline": False}, (), pair) == (96, 4096, 4, 2, False), "grouped"
-    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1, False), "the one-row form"
-    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1, False), "rows of a few chunks"
-    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2, False), "the parameter asks"
-    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4, False), "the elements kept"
+    assert exchange.chosen_split(4, 393216, {}, (), pair, True) == (192, 2048, 1, 1, True, 0), "many chunks: pipelined"
+    assert exchange.chosen_split(4, 2 << 20, {}, (), pair, True) == (256, 8192, 4, 1, True, 0), "in larger chunks"
+    assert exchange.chosen_split(4, 532512, {}, (), pair, True) == (131, 4096, 4, 2, False, 0), "too few: grouped"
+    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2, False, 0), "not the technique's default"
+    assert exchange.chosen_split(4, 393216, {"pipeline": False}, (), pair) == (96, 4096, 4, 2, False, 0), "grouped"
+    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1, False, 0), "the one-row form"
+    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1, False, 0), "rows of a few chunks"
+    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2, False, 0), "the parameter asks"
+    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4, False, 0), "the elements kept"
     assert exchange.chosen_split(6, 20000, {"group": 4}, (), pair).group == 1, "6 rows make no groups of 4"
     assert exchange.chosen_split(4, 20000, {"row_exchange": False}, (), pair) is None, "the two_reads variant"
     assert exchange.chosen_split(4, 20000, {"BLOCK_R": 1024}, ("BLOCK_R",), pair) is None, "the two-read form tuned"
-    assert exchange.chosen_split(4, 20000, {"pipeline": True}, (), pair) == (10, 2048, 1, 1, True), "pipelined"
-    assert exchange.chosen_split(4, 20000, {"pipeline": True, "pipe_chunk": 4096}, (), pair) == (5, 4096, 2, 1, True)
+    assert exchange.chosen_split(4, 20000, {"pipeline": True}, (), pair) == (10, 2048, 1, 1, True, 0), "pipelined"
+    assert exchange.chosen_split(4, 20000, {"pipeline": True, "pipe_chunk": 4096}, (), pair) == (5, 4096, 2, 1, True, 0)
     assert exchange.chosen_split(4, 2048, {"pipeline": True}, (), pair) is None, "a row one chunk holds"
 
 

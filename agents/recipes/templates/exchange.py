@@ -85,6 +85,14 @@ GROUP_MIN_SPLIT = 16
 PIPE_MIN_SPLIT = 32
 PIPE_LONG_MIN_SPLIT = 128
 PIPE_CHUNKS = (2048, 8192)
+# The streamed pipelined form (`reread`, the row norms only; not yet timed, so no technique's default): a
+# program streams its chunk in tiles for the statistics and streams it again to write, which then comes from
+# L2 where the lanes' rows in flight fit it (the launcher caps LANES so). For rows too large for the chunks of
+# resident programs' registers (a layer norm's 4M-element rows, a group norm's 2M) one read from DRAM instead
+# of two.
+REREAD_CHUNK = 16384
+REREAD_TILE = 2048
+REREAD_WARPS = 4
 
 
 class Split(NamedTuple):
@@ -93,6 +101,7 @@ class Split(NamedTuple):
     warps: int
     group: int  # rows a program: 1, or 2 or 4 (a chunk of each, all published before any wait)
     pipelined: bool = False  # resident programs walking rows LANES apart (group 1)
+    tile: int = 0  # pipelined with the chunk streamed in tiles of this many and read again to write (else held)
 
 
 class Grouped(NamedTuple):
@@ -116,6 +125,8 @@ def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ..
     single = row_exchange(r)
     many_programs = single is None or single[0] >= PIPE_MIN_SPLIT
     pipelined = params.get("pipeline", pipeline and "group" not in params and many_programs)
+    if params.get("reread") and (split := pipe_split(r, params.get("pipe_chunk", REREAD_CHUNK))) is not None:
+        return split._replace(warps=REREAD_WARPS, tile=int(params.get("reread_tile", REREAD_TILE)))
     if pipelined and (split := pipe_split(r, params.get("pipe_chunk"))) is not None:
         return split
     group = int(params.get("group", grouped.rows))
@@ -178,7 +189,7 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
     first, then = scalar_base_first(first, r), scalar_base_first(then, r)
     locate = ["offs = row * R + cols"]
     if split.pipelined:
-        return _pipelined_unit(name, io, rows, r, split, place, locate + first, then, doc)
+        return _pipelined_unit(name, io, rows, r, split, place, first if split.tile else locate + first, then, doc)
     if split.group > 1:
         names = {"row"} | _assigned(locate + first)
         body = place + ["grp = pid // SPLIT"]
@@ -212,13 +223,15 @@ def _pipelined_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, pla
     the lanes whose programs the GPU keeps resident together, from the first launch's registers (as Triton's
     fused-softmax tutorial reckons occupancy); until then, and under the interpreter, every row is a lane."""
     names = {"row"} | _assigned(first)
-    carried = sorted(n for n in _assigned(first) if any(re.search(rf"(?<![\w.]){n}\b", ln) for ln in then))
+    read = [n for n in _assigned(first) - _assigned(then) if any(re.search(rf"(?<![\w.]){n}\b", ln) for ln in then)]
+    carried = sorted(read)
     body = place + ["row0 = pid // SPLIT"] + _suffixed(first, 0, names)
     loop = ["row1 = tl.minimum(row0 + LANES, ROWS - 1)"] + _suffixed(first, 1, names) + _suffixed(then, 0, names)
     loop += [f"{n}0 = {n}1" for n in carried] + ["row0 = row0 + LANES"]
     body += ["while row0 < ROWS:"] + ["    " + ln for ln in loop]
+    streamed = ", TILE: tl.constexpr" if split.tile else ""
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN', 'LANES'])}, {SIZES}, "
-              f"ROWS: tl.constexpr):\n    \"\"\"{doc} Pipelined.\"\"\"\n{indent(body, 4)}\n")
+              f"ROWS: tl.constexpr{streamed}):\n    \"\"\"{doc} Pipelined.\"\"\"\n{indent(body, 4)}\n")
     operand = io.operand_names()[0]
     known = f"{name}_lanes"
     before = [f"lanes = {known}.get({operand}.device, {rows})  # until reckoned: every row a lane",
@@ -229,13 +242,19 @@ def _pipelined_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, pla
              f"    {known}[{operand}.device] = {name}_resident_lanes(launched, props, {split.warps}, {split.split}, "
              f"{rows})"]
     consts = (f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}, "
-              f"ROWS={rows}")
+              f"ROWS={rows}" + (f", TILE={split.tile}" if split.tile else ""))
+    if split.tile:  # the rows in flight, read and read again, within half the L2
+        after[-1] = (f"    {known}[{operand}.device] = min({name}_resident_lanes(launched, props, {split.warps}, "
+                     f"{split.split}, {rows}), max(1, torch.cuda.get_device_properties({operand}.device)"
+                     f".L2_cache_size // (4 * {r * 4})))")
     launcher = io.launcher(name, f"(lanes * {split.split},)", consts, body_before=before,
                            extra_args=["ws", "spin", "lanes"], launch_opts=f"REPAIR=False, num_warps={split.warps}",
                            repair=f"REPAIR=True, num_warps={split.warps}", body_after=after)
     helper = f"{known} = {{}}  # device: row lanes whose programs stay resident together\n\n\n"
     helper += RESIDENT.format(name=name) + "\n\n"
     params = {"BLOCK_R": split.block, "SPLIT": split.split, "num_warps": split.warps, "pipeline": True}
+    if split.tile:
+        params.update(reread=True, TILE=split.tile)
     return io.unit(name, kernel, helper + launcher, params)
 
 
@@ -282,8 +301,9 @@ def _assigned(lines: list[str]) -> set[str]:
 
 
 def _suffixed(lines: list[str], k: int, names: set[str]) -> list[str]:
-    """`lines` with every name in `names` suffixed by `k` (not attributes, nor parts of longer names)."""
-    pattern = re.compile(r"(?<![\w.])(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+    """`lines` with every name in `names` suffixed by `k` (not attributes, parts of longer names, nor keyword
+    arguments: `mask=` in a call keeps its name, `mask = ` and `mask ==` do not)."""
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b(?!=[^=])")
     return [pattern.sub(lambda m: f"{m.group(1)}{k}", ln) for ln in lines]
 
 
