@@ -66,8 +66,8 @@ SUBJECT = re.compile(rf"^\W*{SETTING}(?:the\s+)?({PHRASE})\s+(?:(?:can|could|may
                      rf"generally|significantly|dramatically|substantially|efficiently|then)\s+){{0,2}}{CLAIM_VERB}\b",
                      re.I)
 # Defined as a kind of method: "The Ellpack format is an effective data structure", "X is a technique that ..."; not
-# "X are the mechanism by which ..." (a definite article defines a part of one library).
-DEFINED = re.compile(rf"^\W*(?:the\s+)?({PHRASE})\s+(?:is an?|are(?!\s+the\b))\s+(?:[\w-]+\s+){{0,2}}?"
+# "X are the mechanism by which ..." nor "Dialects are mechanism to ..." (parts of one library, in the plural).
+DEFINED = re.compile(rf"^\W*(?:the\s+)?({PHRASE})\s+is an?\s+(?:[\w-]+\s+){{0,2}}?"
                      rf"(?:technique|optimi[sz]ation|method|approach|strategy|mechanism|algorithm|scheme|trick|"
                      rf"format|data structure|data layout)s?\b", re.I)
 # Words that open a sentence without naming anything: pronouns, determiners, the document's own work.
@@ -77,11 +77,13 @@ OPENERS = re.compile(r"^(?:this|that|these|those|it|they|we|our|you|your|he|she|
                      re.I)
 # A head word that names the document's own artefact or its results, not a method: "The kernel achieves ...", "The
 # plot ...", "Memory savings also reduce ...".
-ARTEFACT = re.compile(r"^(?:kernels?|implementations?|versions?|models?|code|programs?|functions?|results?|"
-                      r"users?|approach|method|technique|system|library|framework|gpus?|cpus?|hardware|compiler|"
-                      r"benchmarks?|tests?|figure|table|plot|chart|graph|examples?|samples?|step|change|option|"
+ARTEFACT = re.compile(r"^(?:kernels?|implementations?|versions?|models?|code|programs?|functions?|users?|approach|"
+                      r"method|technique|system|library|framework|gpus?|cpus?|hardware|compiler|step|change|option|"
                       r"setting|time|work|design|solution|optimi[sz]ations?|savings|gains|improvements|speedups)$",
                       re.I)
+# A head word that names a part of the document, never a method, whatever names it: "CUDA sample", "Figure 5".
+DOCUMENT_PART = re.compile(r"^(?:results?|benchmarks?|tests?|figures?|tables?|plots?|charts?|graphs?|examples?|"
+                           r"samples?|demos?|tutorials?|sections?|posts?|blogs?|readmes?)$", re.I)
 # A measure names no method: "Performance improves ...", "The kernel latency now reduces ...", "The memory efficiency
 # can increase ...".
 MEASURE_WORD = re.compile(r"^(?:performance|speed|throughput|latency|memory|bandwidth|time|efficiency|utili[sz]ation)$",
@@ -160,10 +162,11 @@ def _states_result(text: str) -> bool:
 
 
 def _names_something(phrase: str) -> bool:
-    """Not a pronoun or a determiner, nor only the document's own artefact ("The kernel", "Our implementation")
-    unless a word of the phrase is itself a name ("TC-FPx kernel", "Fused Linear kernels")."""
+    """Not a pronoun or a determiner, nor a part of the document ("CUDA sample"), nor only the document's own
+    artefact ("The kernel", "Our implementation") unless a word of the phrase is itself a name ("TC-FPx kernel",
+    "Fused Linear kernels")."""
     words = phrase.split()
-    if OPENERS.match(words[0]):
+    if OPENERS.match(words[0]) or DOCUMENT_PART.match(words[-1]):
         return False
     if ARTEFACT.match(words[-1]) and not any(_name_like(w, i) for i, w in enumerate(words[:-1])):
         return False

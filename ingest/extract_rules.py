@@ -173,15 +173,16 @@ class RuleExtractor:
                 ruled.extend(stated(self.rules.claims(view), view, start))
                 if self.scorer is not None:
                     weak.extend(stated(self.weak_rules.claims(view), view, start))
-        proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
+        proposals = [replace(c, signals=c.signals + tuple(proposal_signals(c, topics).items()))
                      for c in self.proposals.claims(doc, parts) if not why_unstated(c, c.evidence.quote, [])]
         if self.scorer is not None:  # learned-8: evidence from a sentence that explains its passage's node unnamed
             starts = {view.span: start for view, start in views}
             ruled += [c for view, claim in explained(unnamed, self.linker, self.name, topics.sentences_naming)
                       for c in stated([claim], view, starts[view.span])]
             # and a requirement clause no metric states, about a technique this document proposes
-            proposed = list({c.subject.key: c.subject for c in proposals
-                             if not c.subject.id and c.subject.kind == "Technique"}.values())
+            # (not one named by a head noun alone: learned-10's weakest source, support.py)
+            proposed = list({c.subject.key: c.subject for c in proposals if not c.subject.id
+                             and c.subject.kind == "Technique" and not dict(c.signals).get("head_noun_only")}.values())
             ruled += [c for view, start in views
                       for c in stated(requirement_claims(view, proposed, self.name), view, start)]
         sections = sorted(doc.sections, key=lambda s: s.start)

@@ -46,7 +46,7 @@ TECHNIQUE_HEADS = re.compile(
     r"batching|multicast\w*|split-\w+)\b", re.I)
 # A noun phrase ending in a technique's head noun anywhere in a statement: "with Stream-K scheduling", "a GQA packing".
 HEADED = re.compile(rf"\b((?:{PHRASE_WORD}\s+){{1,2}}(?:{TECHNIQUE_HEADS.pattern}))", re.I)
-HEADED_SCORE = 0.35  # with a remedy's words 0.45: below the default bar, the scorer decides
+HEADED_SCORE = 0.35  # with a remedy's words 0.45: below the default bar
 BOTTLENECK_HEADS = re.compile(r"(?:\b(?:bound|bottleneck|stalls?|contention|overhead|conflicts?|imbalance|pressure|"
                               r"spills?|thrashing|divergence|underutili[sz]ation)\b|-bound\b)", re.I)
 # A name the text gives explicitly: quoted ("we call this method \"crossover\"") or capitalized
@@ -86,6 +86,7 @@ class Candidate:
     context: str  # the section's text, for retrieval and the kind decision
     score: float
     gains: tuple[tuple[float, Span], ...] = ()  # speedups other sentences under its title state for it
+    head_noun_only: bool = False  # named by nothing but a technique's head noun ending a phrase: weak support
 
 
 class ProposalFinder:
@@ -167,7 +168,7 @@ class ProposalFinder:
                         yield from self._named(term, context, headings, 0.5, statements)
 
     def _named(self, name: str, context: str, headings: tuple[str, ...], base: float,
-               statements: list[tuple[str, Span]], explicit: bool = False):
+               statements: list[tuple[str, Span]], explicit: bool = False, head_noun_only: bool = False):
         name = " ".join(name.split()).strip(" .:-")
         if not _plausible(name):
             return
@@ -176,21 +177,21 @@ class ProposalFinder:
             return
         about = _best_statement(name, statements)
         score = base + (0.1 if REMEDY.search(about[0]) or APPLY.search(about[0]) else 0.0)
-        yield Candidate(name, kind, about[1], context, round(score, 2))
+        yield Candidate(name, kind, about[1], context, round(score, 2), head_noun_only=head_noun_only)
 
     def _claimed_names(self, text: str, span: Span, context: str, headings: tuple[str, ...],
                        statements: list[tuple[str, Span]], below: list[tuple[str, Span]]):
         """Names the sentence gives by what it says of them (claimants.py). A name introduced in lower case, or
-        spelled out before its acronym, takes its kind as a capitalised one does (a phrase ending in a technique's
-        head noun too, with a weak score); the means or the subject of a stated benefit or factor, and a name
+        spelled out before its acronym, takes its kind from its head noun as a capitalised one does (so does a
+        phrase ending in a technique's head noun, whose support is weak: support.py keeps it below the default bar); the means or the subject of a stated benefit or factor, and a name
         defined as a method, are Techniques unless their head noun says otherwise, with this sentence as their
         evidence and the factors the sentences claiming a result for them state as their gains."""
         for name, quoted in called_names(text):
             yield from self._named(name, context, headings, 0.65, statements, explicit=quoted)
         for name in spelled_acronyms(text):
-            yield from self._named(name, context, headings, 0.65, statements, explicit=True)
-        for m in HEADED.finditer(text):  # weak: a score below the default bar, for the scorer to weigh
-            yield from self._named(m.group(1), context, headings, HEADED_SCORE, statements)
+            yield from self._named(name, context, headings, 0.65, statements)
+        for m in HEADED.finditer(text):  # weak support (support.py): below the default bar, seen at lower ones
+            yield from self._named(m.group(1), context, headings, HEADED_SCORE, statements, head_noun_only=True)
         said = [*means_names(text), subject_name(text), defined_name(text)]
         for name in filter(None, said):
             name = " ".join(name.split()).strip(" .:-")
@@ -236,11 +237,14 @@ class ProposalFinder:
     def _claims_for(self, cand: Candidate, matches: list[tuple[str, float, bool]]) -> list[Claim]:
         nearest = tuple(i for i, _, _ in matches[:3])
         ref = EntityRef(cand.kind, "", cand.name, _description(cand.evidence.quote), nearest=nearest)
-        claims = [Claim(ref, "SUPPORTS", None, cand.score, cand.evidence, self.extractor, kind="definition")]
+        signals = (("head_noun_only", 1.0),) if cand.head_noun_only else ()
+        claims = [Claim(ref, "SUPPORTS", None, cand.score, cand.evidence, self.extractor, kind="definition",
+                        signals=signals)]
         stated = [(g, cand.evidence) for g in gains_of(cand.evidence.quote)]
         gains = stated + [(g, span) for g, span in cand.gains if g not in {v for v, _ in stated}]
         if cand.kind == "Technique":
-            claims += [Claim(ref, "GAIN", None, cand.score, span, self.extractor, gain=g, kind="gain") for g, span in gains]
+            claims += [Claim(ref, "GAIN", None, cand.score, span, self.extractor, gain=g, kind="gain", signals=signals)
+                       for g, span in gains]
         if cand.kind == "Technique":
             for m in self.linker.mentions(cand.evidence.quote):
                 if m.kind == "Bottleneck" and REMEDY.search(cand.evidence.quote):

@@ -77,7 +77,8 @@ GAIN = re.compile(
     r"|(?<![\w.])(\d{1,3}(?:\.\d+)?)\s*%\s*(?:faster|speed-?up|higher throughput|improvement|better performance|"
     r"increase in (?:throughput|performance|speed))", re.I)
 # The low end of a range of factors, "5-9x faster" (the high end is a GAIN match of its own); "2.1-fold improvement".
-RANGE_LOW = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:-|–|to)\s*\d+(?:\.\d+)?\s*(?:x|×)(?!\w)", re.I)
+RANGE_LOW = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:-|–|to)\s*\d+(?:\.\d+)?\s*(?:x|×)"
+                       r"(?!\w|\s+(?:slower|longer|cheaper|smaller|fewer|less|larger|bigger))", re.I)
 CLAUSE_BREAK = re.compile(r";|\b(?:while|whereas|but)\b", re.I)
 BRACKETED = re.compile(r"\(\s*(?:~|about\s+)?(\d+(?:\.\d+)?)\s*(?:x|×)\s*\)", re.I)  # "(1.41x)"
 FOLD = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[- ]fold\b", re.I)
@@ -394,15 +395,16 @@ class ClaimRules:
     def _gains(self, view: SentenceView) -> list[Claim]:
         """A speedup stated for the one technique the sentence names, unless inside the comparison's baseline; in a
         sentence naming none, for the technique its nearest heading names (a section on one technique states its
-        results without repeating its name). Each factor the sentence states is one claim (gains_of)."""
+        results without repeating its name). Each factor a sentence naming the technique states is one claim
+        (gains_of); a sentence naming none gives its heading's technique the first ("We obtain 1.3x and 1.9x speedups"
+        under a kernel-fusion heading: both factors were of the whole system, tune material)."""
         gains = gains_of(view.text)
         techniques = view.of_kind("Technique")
         if not gains or len(techniques) > 1:
             return []
         heading = view.from_heading("Technique") if not techniques else None
-        if heading is not None:
-            return [self._claim(EntityRef("Technique", heading.id), "GAIN", None, 0.55, view, "gain", gain=g)
-                    for g in gains]
+        if heading is not None:  # its first factor only: the others often measure the whole system, not the technique
+            return [self._claim(EntityRef("Technique", heading.id), "GAIN", None, 0.55, view, "gain", gain=gains[0])]
         if len(techniques) != 1 or BASELINE_BEFORE.search(view.text[:techniques[0].start]):
             return []  # "compared to the unfused style using cuBLAS, we improve 1.5x": the baseline gains nothing
         return [self._claim(EntityRef("Technique", techniques[0].id), "GAIN", None, 0.6, view, "gain", gain=g)
