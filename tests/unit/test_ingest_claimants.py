@@ -119,24 +119,36 @@ def test_a_format_defined_as_a_kind_of_method_is_named_but_not_a_parameters_defi
 
 
 @pytest.fixture(scope="module")
-def proposals():
+def linker():
+    """The built-in base's nodes, linked by name only (no embedding model)."""
     from kskill.ingest.linking import EntityLinker
-    from kskill.ingest.proposals import ProposalFinder
 
     payload = read_builtin().payload
     nodes = [{"id": n.id, "kind": n.label, "name": n.name, "description": n.description}
              for (label, _), n in payload.nodes.items() if label in ("Bottleneck", "Technique", "ProtocolStep")]
-    return ProposalFinder(EntityLinker(nodes, [], None))
+    return EntityLinker(nodes, [], None)
+
+
+@pytest.fixture(scope="module")
+def proposals(linker):
+    from kskill.ingest.proposals import ProposalFinder
+
+    return ProposalFinder(linker)
+
+
+def _document(tmp_path, text: str):
+    from kskill.ingest.loaders import load_document
+
+    path = tmp_path / "doc.md"
+    path.write_text(text)
+    return load_document(path)
 
 
 def _proposed(proposals, tmp_path, text: str) -> dict[str, list]:
     """The proposals' names, each with its claims as (kind, relation, gain)."""
-    from kskill.ingest.loaders import load_document
     from kskill.ingest.passages import passages
 
-    path = tmp_path / "doc.md"
-    path.write_text(text)
-    doc = load_document(path)
+    doc = _document(tmp_path, text)
     out: dict[str, list] = {}
     for claim in proposals.claims(doc, passages(doc)):
         out.setdefault(claim.subject.name, []).append((claim.subject.kind, claim.relation, claim.gain))
@@ -165,12 +177,9 @@ A persistent kernel with Stream-K scheduling splits the under-filled tail wave a
 
 def test_a_phrase_ending_in_a_techniques_head_noun_is_a_weak_proposal_below_the_default_bar(proposals, tmp_path):
     from kskill.ingest.extract_rules import MIN_CONFIDENCE
-    from kskill.ingest.loaders import load_document
     from kskill.ingest.passages import passages
 
-    path = tmp_path / "doc.md"
-    path.write_text(HEADED)
-    doc = load_document(path)
+    doc = _document(tmp_path, HEADED)
     claims = [c for c in proposals.claims(doc, passages(doc)) if c.subject.name == "Stream-K scheduling"]
     assert [(c.subject.kind, c.relation) for c in claims] == [("Technique", "SUPPORTS")]
     assert claims[0].confidence < MIN_CONFIDENCE
@@ -187,22 +196,14 @@ def test_a_proposal_named_by_a_head_noun_alone_is_weak_support():
 
 
 @pytest.fixture(scope="module")
-def rules():
+def rules(linker):
     from kskill.ingest.extract_rules import RuleExtractor, RuleSettings
-    from kskill.ingest.linking import EntityLinker
 
-    payload = read_builtin().payload
-    nodes = [{"id": n.id, "kind": n.label, "name": n.name, "description": n.description}
-             for (label, _), n in payload.nodes.items() if label in ("Bottleneck", "Technique", "ProtocolStep")]
-    return RuleExtractor(EntityLinker(nodes, [], None), RuleSettings(learned=False))
+    return RuleExtractor(linker, RuleSettings(learned=False))
 
 
 def _gains(rules, tmp_path, text: str) -> list[tuple[str, float]]:
-    from kskill.ingest.loaders import load_document
-
-    path = tmp_path / "doc.md"
-    path.write_text(text)
-    return sorted((c.subject.id or c.subject.name, c.gain) for c in rules.extract(load_document(path))
+    return sorted((c.subject.id or c.subject.name, c.gain) for c in rules.extract(_document(tmp_path, text))
                   if c.relation == "GAIN")
 
 
