@@ -3,10 +3,11 @@
 The proposal finder (proposals.py) reads names from titles, bold terms, capitalised introductions and a few head
 nouns. Most of what experts expect a document to propose is named otherwise (eval/ingest/runs/candidates-session40.md):
 - introduced in lower case: "This optimization, known as loop tiling, ...", "We call this a ping-pong scheduling
-  pattern", "a type of copy kernel known as a "blit" kernel";
+  pattern", "a type of copy kernel known as a "blit" kernel", or spelled out before an acronym: "cluster launch
+  control (CLC)";
 - named as the means of a benefit: "... can achieve additional speedups by utilizing Matrix Cores", "using pinned
-  memory instead of pageable memory ... can lead to a ~3x improvement", "enabling page migration can significantly
-  improve performance";
+  memory instead of pageable memory ... can lead to a ~3x improvement", "benefit from disabling NUMA balancing",
+  "With multicast, ... saving repeated DRAM traffic";
 - named as the subject of a claimed result: "SageAttention reaches 560T, 2.7x faster than FlashAttention2", "QServe
   achieves 1.2x-1.4x higher throughput", "Preallocating minimizes allocation overhead";
 - defined as a kind of method: "The Ellpack format is an effective data structure for SpMV", "X is a technique that
@@ -41,7 +42,7 @@ CALLED = re.compile(rf"\b(?:known as|(?<!is )called|referred to as|termed|we cal
 ACRONYM_ANY = re.compile(r"((?:[A-Za-z][\w-]*\s+){1,6})\(([A-Za-z]{2,6})\)")
 # The means of a benefit: "by utilizing Matrix Cores", "Using pinned memory ...", "by enabling page migration". After a
 # comma only a use is a means ("..., using pinned memory ... can lead to"); "..., enabling savings" states a result.
-MEANS = re.compile(rf"(?:\b(by|benefits? from|benefit(?:ed|ing|s)? from)\s+|^\W*|[,;]\s+(?=us|util|lev|appl|empl|adopt))"
+MEANS = re.compile(rf"(?:\b(by|benefit(?:s|ed|ing)? from)\s+|^\W*|[,;]\s+(?=us|util|lev|appl|empl|adopt))"
                    rf"(using|utili[sz]ing|leveraging|applying|employing|adopting|enabling|disabling)\s+"
                    rf"(?:an?\s+|the\s+)?({PHRASE})", re.I)
 # "With multicast, a single transaction ... saving repeated traffic": what a sentence's result comes with.
