@@ -22,13 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-from .ingest_eval import CORPUS_LABELS, DEV_CORPUS, DEV_LABELS, TUNE_HALVES, corpus_file, ingest_home
+from .ingest_eval import CORPUS_LABELS, DEV_CORPUS, DEV_LABELS, TUNE_HALVES, _find, corpus_file, ingest_home
 from .ingest_scoring import found, in_scope, load_corpus_labels
 
 L2 = 1.0  # ridge strength on standardised signals: a few hundred examples, about thirty weights
@@ -37,12 +38,14 @@ STEPS = 3000
 
 # --- examples ------------------------------------------------------------------------------------
 
-def training_documents(extra: list[Path] = ()) -> list[dict[str, Any]]:
+def training_documents(extra: list[Path] = (), skip_absent: bool = False) -> list[dict[str, Any]]:
     """(path, items, scope) for every labelled training document (those kept outside the repository are read
-    from the `extra` folders)."""
+    from the `extra` folders); `skip_absent`: leave out, naming them on stderr, those found in neither."""
     docs = []
     for label in load_corpus_labels(CORPUS_LABELS).values():
-        if label.half in TUNE_HALVES:
+        if label.half in TUNE_HALVES and skip_absent and not _find(label.name, extra):
+            print(f"left out, not found: {label.name}", file=sys.stderr)
+        elif label.half in TUNE_HALVES:
             docs.append({"name": label.name, "path": str(corpus_file(label.name, extra)), "items": label.items,
                          "scope": label.scope})
     if DEV_CORPUS.is_dir():

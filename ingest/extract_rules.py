@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-9`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-7`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-8`); the default is the scorer's choice
-(`learned-9`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-10`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-8`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-9`); the default is the scorer's choice
+(`learned-10`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -40,6 +40,11 @@ evidence for a protocol step whose sentence tells no measuring rule (what a tool
 time), "ALU pipeline" and other hardware units' pipelines as software pipelining (lexicon.OTHER_SENSES), a lead line
 that points ahead or is a title-case heading, advice in the imperative proposed as a node, and evidence or a speedup
 for a technique named inside the baseline of a comparison ("compared to ... using cuBLAS, we improve 1.5x").
+learned-10 (eval/ingest/runs/candidates-session40.md) proposes more: every factor a sentence states is a gain
+(relations.gains_of: "1.2x-1.4x ... and 2.4x-3.5x", "5-9x", "2.1-fold"), and names a sentence gives by what it says of
+them are proposals (claimants.py): introduced in lower case ("known as loop tiling"), spelled out before an acronym,
+the means or the subject of a stated benefit or factor ("by utilizing Matrix Cores", "QServe achieves 1.2x-1.4x higher
+throughput"), defined as a kind of method, and (weak, for the scorer) a phrase ending in a technique's head noun.
 """
 
 from __future__ import annotations
@@ -65,10 +70,12 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-9"
-LEARNED_VERSION = "learned-9"  # learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md
-SENSE_VERSION = "sense-7"  # learned-9 and the sense check (sense.py)
-RULES_VERSION = "rules-8"  # the rules alone, when no scorer is used
+VERSION = "precision-10"
+# learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
+# candidates (eval/ingest/runs/candidates-session40.md)
+LEARNED_VERSION = "learned-10"
+SENSE_VERSION = "sense-8"  # learned-10 and the sense check (sense.py)
+RULES_VERSION = "rules-9"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:
@@ -166,15 +173,16 @@ class RuleExtractor:
                 ruled.extend(stated(self.rules.claims(view), view, start))
                 if self.scorer is not None:
                     weak.extend(stated(self.weak_rules.claims(view), view, start))
-        proposals = [replace(c, signals=tuple(proposal_signals(c, topics).items()))
+        proposals = [replace(c, signals=c.signals + tuple(proposal_signals(c, topics).items()))
                      for c in self.proposals.claims(doc, parts) if not why_unstated(c, c.evidence.quote, [])]
         if self.scorer is not None:  # learned-8: evidence from a sentence that explains its passage's node unnamed
             starts = {view.span: start for view, start in views}
             ruled += [c for view, claim in explained(unnamed, self.linker, self.name, topics.sentences_naming)
                       for c in stated([claim], view, starts[view.span])]
             # and a requirement clause no metric states, about a technique this document proposes
-            proposed = list({c.subject.key: c.subject for c in proposals
-                             if not c.subject.id and c.subject.kind == "Technique"}.values())
+            # (not one named by a head noun alone: learned-10's weakest source, support.py)
+            proposed = list({c.subject.key: c.subject for c in proposals if not c.subject.id
+                             and c.subject.kind == "Technique" and not dict(c.signals).get("head_noun_only")}.values())
             ruled += [c for view, start in views
                       for c in stated(requirement_claims(view, proposed, self.name), view, start)]
         sections = sorted(doc.sections, key=lambda s: s.start)

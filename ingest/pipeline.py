@@ -45,9 +45,9 @@ class IngestOptions:
     dry_run: bool = False
     force: bool = False  # re-extract files the graph already holds unchanged
     min_confidence: float = 0.5
-    learned: bool = True  # the offline extractor uses its learned scorer (False: the rules alone, rules-8)
-    precision: bool = False  # and its sentence-level precision model (precision-9; off by default, see RuleSettings)
-    sense: bool = False  # and the sense check (sense-7; off by default, see RuleSettings)
+    learned: bool = True  # the offline extractor uses its learned scorer (False: the rules alone, rules-9)
+    precision: bool = False  # and its sentence-level precision model (precision-10; off by default, see RuleSettings)
+    sense: bool = False  # and the sense check (sense-8; off by default, see RuleSettings)
     max_text_bytes: int = MAX_TEXT_BYTES
     max_pdf_bytes: int = MAX_PDF_BYTES
 

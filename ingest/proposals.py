@@ -22,10 +22,13 @@ from .claims import Claim, EntityRef, Span
 from .linking import EntityLinker
 from .loaders import Document
 from .passages import Passage, is_statement
-from .relations import APPLY, MEASURE, MEASURE_HEADING, NEGATION as NEGATED, REMEDY, gain_of
+from .claimants import PHRASE_WORD, called_names, claims_for, defined_name, means_names, spelled_acronyms, subject_name
+from .relations import APPLY, MEASURE, MEASURE_HEADING, NEGATION as NEGATED, REMEDY, gains_of
 
 SAME_STEP = 0.75  # cosine of a candidate's name and a protocol step's text above which they are one step
 MAX_PROPOSALS = 8  # per document: a long guide names many things, the review queue should stay short
+MAX_GAINS = 6  # speedups kept for one proposal: a results table repeats its factors
+CLAIMED = 0.55  # the score of a name read from what its sentence claims for it (claimants.py)
 GENERIC = re.compile(
     r"^(?:\d+[.)]?\s*)?(?:introduction|overview|conclusions?|summary|background|references?|usage|installation|"
     r"requirements|prerequisites|getting started|examples?|results?|performance|benchmarks?|acknowledge?ments?|"
@@ -41,6 +44,9 @@ TECHNIQUE_HEADS = re.compile(
     r"splitting|crossover|unrolling|vectori[sz]ation|coalescing|masking|predication|padding|"
     r"shuffle|recomputation|(?:low|reduced|mixed|half|lower)[- ]precision|broadcast\w*|reorder\w*|interleav\w*|"
     r"batching|multicast\w*|split-\w+)\b", re.I)
+# A noun phrase ending in a technique's head noun anywhere in a statement: "with Stream-K scheduling", "a GQA packing".
+HEADED = re.compile(rf"\b((?:{PHRASE_WORD}\s+){{1,2}}(?:{TECHNIQUE_HEADS.pattern}))", re.I)
+HEADED_SCORE = 0.35  # with a remedy's words 0.45: below the default bar
 BOTTLENECK_HEADS = re.compile(r"(?:\b(?:bound|bottleneck|stalls?|contention|overhead|conflicts?|imbalance|pressure|"
                               r"spills?|thrashing|divergence|underutili[sz]ation)\b|-bound\b)", re.I)
 # A name the text gives explicitly: quoted ("we call this method \"crossover\"") or capitalized
@@ -80,6 +86,7 @@ class Candidate:
     context: str  # the section's text, for retrieval and the kind decision
     score: float
     gains: tuple[tuple[float, Span], ...] = ()  # speedups other sentences under its title state for it
+    head_noun_only: bool = False  # named by nothing but a technique's head noun ending a phrase: weak support
 
 
 class ProposalFinder:
@@ -146,12 +153,13 @@ class ProposalFinder:
             for title, explicit in _title_names(headings[-1]):
                 named = list(self._named(title, context, headings, 0.55, statements, explicit=explicit))
                 yield from named or self._titled_technique(title, below)
-        for text, _ in statements:
+        for text, span in statements:
             for m in NAMED.finditer(text):  # only a quoted name may take its kind from the text around it
                 yield from self._named(m.group(1) or m.group(2), context, headings, 0.65, statements,
                                        explicit=m.group(1) is not None)
             for m in list(ACRONYM.finditer(text)) + list(LEAD.finditer(text)):
                 yield from self._named(m.group(1), context, headings, 0.65, statements)
+            yield from self._claimed_names(text, span, context, headings, statements, below)
         if doc.kind == "markdown":
             for text, span in body:
                 start = max(_offset(span) - 4, 0)  # the opening ** sits just before the sentence
@@ -160,7 +168,7 @@ class ProposalFinder:
                         yield from self._named(term, context, headings, 0.5, statements)
 
     def _named(self, name: str, context: str, headings: tuple[str, ...], base: float,
-               statements: list[tuple[str, Span]], explicit: bool = False):
+               statements: list[tuple[str, Span]], explicit: bool = False, head_noun_only: bool = False):
         name = " ".join(name.split()).strip(" .:-")
         if not _plausible(name):
             return
@@ -169,7 +177,28 @@ class ProposalFinder:
             return
         about = _best_statement(name, statements)
         score = base + (0.1 if REMEDY.search(about[0]) or APPLY.search(about[0]) else 0.0)
-        yield Candidate(name, kind, about[1], context, round(score, 2))
+        yield Candidate(name, kind, about[1], context, round(score, 2), head_noun_only=head_noun_only)
+
+    def _claimed_names(self, text: str, span: Span, context: str, headings: tuple[str, ...],
+                       statements: list[tuple[str, Span]], below: list[tuple[str, Span]]):
+        """Names the sentence gives by what it says of them (claimants.py). A name introduced in lower case, or
+        spelled out before its acronym, takes its kind from its head noun as a capitalised one does (so does a
+        phrase ending in a technique's head noun, whose support is weak: support.py keeps it below the default bar); the means or the subject of a stated benefit or factor, and a name
+        defined as a method, are Techniques unless their head noun says otherwise, with this sentence as their
+        evidence and the factors the sentences claiming a result for them state as their gains."""
+        for name, quoted in called_names(text):
+            yield from self._named(name, context, headings, 0.65, statements, explicit=quoted)
+        for name in spelled_acronyms(text):
+            yield from self._named(name, context, headings, 0.65, statements)
+        for m in HEADED.finditer(text):  # weak support (support.py): below the default bar, seen at lower ones
+            yield from self._named(m.group(1), context, headings, HEADED_SCORE, statements, head_noun_only=True)
+        said = [*means_names(text), subject_name(text), defined_name(text)]
+        for name in filter(None, said):
+            name = " ".join(name.split()).strip(" .:-")
+            if _plausible(name, camel=True) and not SETTING_HEADS.search(name):
+                kind = self._kind(name, context, headings, explicit=False) or "Technique"
+                claimed = [(t, s) for t, s in below if claims_for(t, name)]
+                yield Candidate(name, kind, span, context, CLAIMED, _gains(name, claimed))
 
     def _titled_technique(self, name: str, below: list[tuple[str, Span]]):
         """A title whose head noun says nothing of its kind ("CPU Offloading", "Regional Compilation") names a
@@ -208,11 +237,14 @@ class ProposalFinder:
     def _claims_for(self, cand: Candidate, matches: list[tuple[str, float, bool]]) -> list[Claim]:
         nearest = tuple(i for i, _, _ in matches[:3])
         ref = EntityRef(cand.kind, "", cand.name, _description(cand.evidence.quote), nearest=nearest)
-        claims = [Claim(ref, "SUPPORTS", None, cand.score, cand.evidence, self.extractor, kind="definition")]
-        gain = gain_of(cand.evidence.quote)
-        gains = ((gain, cand.evidence),) if gain is not None else cand.gains
+        signals = (("head_noun_only", 1.0),) if cand.head_noun_only else ()
+        claims = [Claim(ref, "SUPPORTS", None, cand.score, cand.evidence, self.extractor, kind="definition",
+                        signals=signals)]
+        stated = [(g, cand.evidence) for g in gains_of(cand.evidence.quote)]
+        gains = stated + [(g, span) for g, span in cand.gains if g not in {v for v, _ in stated}]
         if cand.kind == "Technique":
-            claims += [Claim(ref, "GAIN", None, cand.score, span, self.extractor, gain=g, kind="gain") for g, span in gains]
+            claims += [Claim(ref, "GAIN", None, cand.score, span, self.extractor, gain=g, kind="gain", signals=signals)
+                       for g, span in gains]
         if cand.kind == "Technique":
             for m in self.linker.mentions(cand.evidence.quote):
                 if m.kind == "Bottleneck" and REMEDY.search(cand.evidence.quote):
@@ -249,9 +281,14 @@ def _proper_name(words: str) -> bool:
 
 
 def _gains(name: str, statements: list[tuple[str, Span]]) -> tuple[tuple[float, Span], ...]:
-    """The speedups the statements that name `name` state (gain_of), first three."""
-    found = ((gain_of(text), span) for text, span in statements if _mentions(text, name))
-    return tuple((g, span) for g, span in found if g is not None)[:3]
+    """The speedups the statements that name `name` state (gains_of, every factor of a sentence), first six, once
+    each."""
+    found: dict[float, Span] = {}
+    for text, span in statements:
+        if _mentions(text, name):
+            for g in gains_of(text):
+                found.setdefault(g, span)
+    return tuple(found.items())[:MAX_GAINS]
 
 
 def _best_statement(name: str, statements: list[tuple[str, Span]]) -> tuple[str, Span]:
@@ -288,12 +325,14 @@ def _clean_title(title: str) -> str:
     return title.strip(" :")
 
 
-def _plausible(name: str) -> bool:
-    """A name, not a sentence fragment or an identifier: few words, no code, not a verb first."""
+def _plausible(name: str, camel: bool = False) -> bool:
+    """A name, not a sentence fragment or an identifier: few words, no code, not a verb first. `camel`: a word in
+    camel case that opens with a capital is a product's name ("SageAttention"), not an identifier ("blockDim")."""
     words = name.split()
     if not (1 <= len(words) <= 6 and 3 <= len(name) <= 60) or GENERIC.match(name):
         return False
-    if re.search(r"[_(){}\[\]=<>`?*]|\d{3,}|[a-z][A-Z]", name) or not any(len(w) > 3 for w in words):
+    identifier = r"\b[a-z]\w*[a-z][A-Z]" if camel else r"[a-z][A-Z]"
+    if re.search(rf"[_(){{}}\[\]=<>`?*]|\d{{3,}}|{identifier}", name) or not any(len(w) > 3 for w in words):
         return False
     first = words[0].lower()
     return not (VERB_FIRST.match(first) and len(words) > 1)

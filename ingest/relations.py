@@ -72,14 +72,22 @@ FORBID = re.compile(r"\b(?:avoid (?:\w+ ){0,4}(?:when|if|for|on|with)|do not use
                     r"(?:hurts?|slower|harmful|counterproductive|not (?:worth|beneficial|helpful)) (?:\w+ ){0,3}"
                     r"(?:when|if|for|on|with)|does not help (?:when|if|for|on|with)|breaks? (?:when|if|for|on|with))\b", re.I)
 GAIN = re.compile(
-    r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:x|×)(?:\s+(?:faster|speed-?up|improvement|higher throughput|better))?(?!\w|\s+slower|\s+longer)"
+    r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:x|×)(?:\s+(?:faster|speed-?up|improvement|higher throughput|better))?(?!\w|\s+(?:slower|longer|cheaper|smaller|fewer|less|larger|bigger))"
     r"|(?:speed-?up|improvement) of (?:up to |about |~)?(\d+(?:\.\d+)?)\s*(?:x|×)"
     r"|(?<![\w.])(\d{1,3}(?:\.\d+)?)\s*%\s*(?:faster|speed-?up|higher throughput|improvement|better performance|"
     r"increase in (?:throughput|performance|speed))", re.I)
+# The low end of a range of factors, "5-9x faster" (the high end is a GAIN match of its own); "2.1-fold improvement".
+RANGE_LOW = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:-|–|to)\s*\d+(?:\.\d+)?\s*(?:x|×)"
+                       r"(?!\w|\s+(?:slower|longer|cheaper|smaller|fewer|less|larger|bigger))", re.I)
+CLAUSE_BREAK = re.compile(r";|\b(?:while|whereas|but)\b", re.I)
+BRACKETED = re.compile(r"\(\s*(?:~|about\s+)?(\d+(?:\.\d+)?)\s*(?:x|×)\s*\)", re.I)  # "(1.41x)"
+FOLD = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[- ]fold\b", re.I)
 # The technique is named inside the comparison's baseline phrase (up to the clause's end): "compared to the unfused
 # style using cuBLAS, we improve 1.5x" states nothing of cuBLAS, nor its gain
 BASELINE_BEFORE = re.compile(r"\b(?:compared (?:to|with)|relative to|than|versus|vs\.?)\b[^,.;:]*$", re.I)
-GAIN_CONTEXT = re.compile(r"faster|speed-?up|speeds? up|improv|gain|throughput|better|performance|outperform", re.I)
+GAIN_CONTEXT = re.compile(r"faster|speed-?up|speeds? up|improv|gain|throughput|better|performance|outperform|"
+                          r"(?:reduc\w+|lower\w*|cut\w*|decreas\w+)\s+(?:the\s+)?(?:[\w-]+\s+)?(?:latency|run-?time|"
+                          r"execution time)", re.I)
 FIGURE = re.compile(r"(?:(?:up to|about|around|over|at least|~)\s*)?\d+(?:\.\d+)?\s*(?:x|×|%|[KMG]i?B\b|GB/s|TB/s|"
                     r"T?FLOPS|TFlops|cycles|stages?|regs?|registers|threads|warps|bytes|ms|us|µs)(?!\w)", re.I)
 THRESHOLD = re.compile(r"(?P<phrase>[A-Za-z][A-Za-z0-9 /_-]{2,40}?)\s*(?P<op>>=|<=|>|<|≥|≤|above|below|over|under|"
@@ -387,17 +395,20 @@ class ClaimRules:
     def _gains(self, view: SentenceView) -> list[Claim]:
         """A speedup stated for the one technique the sentence names, unless inside the comparison's baseline; in a
         sentence naming none, for the technique its nearest heading names (a section on one technique states its
-        results without repeating its name)."""
-        gain = _gain(view.text)
+        results without repeating its name). Each factor a sentence naming the technique states is one claim
+        (gains_of); a sentence naming none gives its heading's technique the first ("We obtain 1.3x and 1.9x speedups"
+        under a kernel-fusion heading: both factors were of the whole system, tune material)."""
+        gains = gains_of(view.text)
         techniques = view.of_kind("Technique")
-        if gain is None or len(techniques) > 1:
+        if not gains or len(techniques) > 1:
             return []
         heading = view.from_heading("Technique") if not techniques else None
-        if heading is not None:
-            return [self._claim(EntityRef("Technique", heading.id), "GAIN", None, 0.55, view, "gain", gain=gain)]
+        if heading is not None:  # its first factor only: the others often measure the whole system, not the technique
+            return [self._claim(EntityRef("Technique", heading.id), "GAIN", None, 0.55, view, "gain", gain=gains[0])]
         if len(techniques) != 1 or BASELINE_BEFORE.search(view.text[:techniques[0].start]):
             return []  # "compared to the unfused style using cuBLAS, we improve 1.5x": the baseline gains nothing
-        return [self._claim(EntityRef("Technique", techniques[0].id), "GAIN", None, 0.6, view, "gain", gain=gain)]
+        return [self._claim(EntityRef("Technique", techniques[0].id), "GAIN", None, 0.6, view, "gain", gain=g)
+                for g in gains]
 
     def _claim(self, subject: EntityRef, relation: str, obj, score: float, view: SentenceView, kind: str,
                gain: float | None = None) -> Claim:
@@ -448,17 +459,48 @@ def gain_of(text: str) -> float | None:
 
 
 def _gain(text: str) -> float | None:
-    """A speedup factor stated in the sentence: "2x faster", "speedup of 1.5x", "30% faster"."""
+    """The first speedup factor stated in the sentence: "2x faster", "speedup of 1.5x", "30% faster"."""
+    found = gains_of(text)
+    return found[0] if found else None
+
+
+def gains_of(text: str) -> list[float]:
+    """Every speedup factor the sentence states, in order and once each: a sentence of results often states several
+    ("1.2x-1.4x higher throughput ... and 2.4x-3.5x", "8x/2x speedup", "5-9x faster", "a 2.1-fold improvement"); the
+    low end of a range is a result as much as the high end. A factor past the first counts only when its own clause
+    speaks of speed ("1.3x and 1.9x speedups while using 4x and 2x lower resources": the resources are no gain), and
+    a factor in brackets after another name is that name's ("X reaches 1.61x, outperforming Y (1.41x)")."""
+    if not GAIN_CONTEXT.search(text):
+        return [v for _, v in _factors(text) if v is not None][:1]
+    # the low end of a range after the matches (the first factor stays the high end, "5-9x" is a 9x claim first)
+    found = _factors(text) + [(m.start(), float(m.group(1))) for pattern in (RANGE_LOW, FOLD)
+                              for m in pattern.finditer(text)]
+    values = [v for i, (at, v) in enumerate(found) if v is not None and 1.0 < v <= 100
+              and (i == 0 or GAIN_CONTEXT.search(_clause(text, at)))]
+    if len(values) > 1:
+        aside = {float(m.group(1)) for m in BRACKETED.finditer(text)}
+        values = [v for v in values if v not in aside] or values
+    return [v for i, v in enumerate(values) if v not in values[:i]]
+
+
+def _factors(text: str) -> list[tuple[int, float | None]]:
+    """The GAIN matches of a sentence: where each starts, and its factor (None for "2x" in a sentence that does not
+    speak of speed: as often a shape, "2x2 tiles", as a speedup)."""
+    context = GAIN_CONTEXT.search(text) is not None
+    out: list[tuple[int, float | None]] = []
     for m in GAIN.finditer(text):
         if m.group(1):
-            value = float(m.group(1))
-            if not GAIN_CONTEXT.search(text) or not 1.0 < value <= 100:
-                continue  # "2x" alone is as often a shape ("2x2 tiles") as a speedup
-            return value
-        if m.group(2):
-            value = float(m.group(2))
-            if 1.0 < value <= 100:
-                return value
-        if m.group(3):
-            return round(1 + float(m.group(3)) / 100, 3)
-    return None
+            out.append((m.start(), float(m.group(1)) if context else None))
+        elif m.group(2):
+            out.append((m.start(), float(m.group(2))))
+        else:
+            out.append((m.start(), round(1 + float(m.group(3)) / 100, 3)))
+    return out
+
+
+def _clause(text: str, at: int) -> str:
+    """The clause of the sentence holding position `at`: clauses part at a semicolon, "while", "whereas", "but"."""
+    bounds = [0, *(m.end() for m in CLAUSE_BREAK.finditer(text)), len(text)]
+    start = max(b for b in bounds if b <= at)
+    end = min((b for b in bounds if b > at), default=len(text))
+    return text[start:end]

@@ -2,7 +2,9 @@
 
 On documents nobody had tuned on (heldout7, heldout8) much of what the extractor got wrong was quoted from text that
 states nothing: an image caption, a dated news line, or a proposal named after a section title whose sentence never
-uses that name ("Choose device to use by" under "Quantization"). These tests know no document, name or title. A claim
+uses that name ("Choose device to use by" under "Quantization"). A proposal named by nothing but a technique's head
+noun ending a phrase ("then overlap", "kernel applies masking": learned-10's weakest source) is weak support too. These
+tests know no document, name or title. A claim
 with weak support is not lost: its confidence is capped below the default `--min-confidence`, so a lower bar (and
 `kskill skills review`) still sees it.
 
@@ -38,6 +40,8 @@ def weak_support(claim: Claim) -> str:
     signals: Mapping[str, float] = dict(claim.signals)
     if claim.relation == "SUPPORTS" and not claim.subject.id and not signals.get("subject_named"):
         return "proposal named by a heading only"  # its name must be used by the sentence quoted for it
+    if not claim.subject.id and signals.get("head_noun_only"):
+        return "proposal named by a head noun alone"  # "then overlap", "kernel applies masking" (learned-10)
     return ""
 
 
