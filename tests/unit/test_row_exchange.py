@@ -153,6 +153,19 @@ def test_the_streamed_pipelined_form_matches_pytorch(module, shape):
         (64, 16384, 4, 1, True, 2048)
 
 
+def test_the_streamed_form_reads_a_fused_prologue_in_each_tile():
+    """A convolution's bias and a tanh folded into the streamed group norm's loads, and a per-channel scale and a
+    ReLU after it: each tile loop computes the prologue for its own tile, in both streams."""
+    model = ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             "        self.conv = nn.Conv2d(3, 4, 3)\n        self.n = nn.GroupNorm(2, 4)\n"
+             "        self.scale = nn.Parameter(torch.randn(4, 1, 1))\n"
+             "    def forward(self, x):\n        return torch.relu(self.n(torch.tanh(self.conv(x))) * self.scale)\n")
+    cand = check(problem(model, "[torch.randn(2, 3, 102, 102)]"), ["fused_normalization", "kernel_fusion"],
+                 {"reread": True, "pipe_chunk": 4096, "reread_tile": 1024})
+    assert cand.params["_norm_0"]["TILE"] == 1024
+    assert "p_in11 = tl.load(conv_bias_ptr + ((row1 * 2 + cols1 // 10000) % 4), mask=mask1" in cand.source
+
+
 def test_the_pipeline_lanes_are_what_stays_resident():
     """The launcher's reckoning: 168 registers a thread over one warp leave 12 programs a multiprocessor (registers
     go out 256 a warp), so an H200's 132 hold 12 lanes of 128 programs; shared memory or fewer rows bound it too."""
