@@ -223,8 +223,8 @@ def _pipelined_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, pla
     the lanes whose programs the GPU keeps resident together, from the first launch's registers (as Triton's
     fused-softmax tutorial reckons occupancy); until then, and under the interpreter, every row is a lane."""
     names = {"row"} | _assigned(first)
-    read = [n for n in _assigned(first) - _assigned(then) if any(re.search(rf"(?<![\w.]){n}\b", ln) for ln in then)]
-    carried = sorted(read)
+    carried = sorted(n for n in _assigned(first) - _assigned(then)
+                     if any(re.search(rf"(?<![\w.]){n}\b", ln) for ln in then))
     body = place + ["row0 = pid // SPLIT"] + _suffixed(first, 0, names)
     loop = ["row1 = tl.minimum(row0 + LANES, ROWS - 1)"] + _suffixed(first, 1, names) + _suffixed(then, 0, names)
     loop += [f"{n}0 = {n}1" for n in carried] + ["row0 = row0 + LANES"]
@@ -237,16 +237,15 @@ def _pipelined_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, pla
     before = [f"lanes = {known}.get({operand}.device, {rows})  # until reckoned: every row a lane",
               f"ws = torch.full(({1 + rows * split.split},), {EMPTY}, device={operand}.device, dtype=torch.int64)",
               f"spin = {SPIN_INTERPRETER} if {operand}.device.type == 'cpu' else {SPIN_GPU}"]
+    reckoned = f"{name}_resident_lanes(launched, props, {split.warps}, {split.split}, {rows})"
+    if split.tile:  # a lane has about four rows' bytes in flight (read, read again, written): all within the L2
+        reckoned = (f"min({reckoned}, max(1, torch.cuda.get_device_properties({operand}.device)"
+                    f".L2_cache_size // (4 * {r * 4})))")
     after = [f"if {operand}.device.type != 'cpu' and {operand}.device not in {known}:",
              f"    props = triton.runtime.driver.active.utils.get_device_properties({operand}.device.index)",
-             f"    {known}[{operand}.device] = {name}_resident_lanes(launched, props, {split.warps}, {split.split}, "
-             f"{rows})"]
+             f"    {known}[{operand}.device] = {reckoned}"]
     consts = (f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}, "
               f"ROWS={rows}" + (f", TILE={split.tile}" if split.tile else ""))
-    if split.tile:  # the rows in flight, read and read again, within half the L2
-        after[-1] = (f"    {known}[{operand}.device] = min({name}_resident_lanes(launched, props, {split.warps}, "
-                     f"{split.split}, {rows}), max(1, torch.cuda.get_device_properties({operand}.device)"
-                     f".L2_cache_size // (4 * {r * 4})))")
     launcher = io.launcher(name, f"(lanes * {split.split},)", consts, body_before=before,
                            extra_args=["ws", "spin", "lanes"], launch_opts=f"REPAIR=False, num_warps={split.warps}",
                            repair=f"REPAIR=True, num_warps={split.warps}", body_after=after)
