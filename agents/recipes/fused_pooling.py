@@ -84,6 +84,8 @@ def _window_region(node: Node, x: Any, kind: str, kernel: tuple[int, ...], strid
 
 AXES = "dhw"  # names of up to three spatial axes, innermost last
 ROLL_MIN_WIDTH = 32  # output rows narrower than this leave most of a row block's lanes idle
+VECTOR = 4  # in the vector form, a lane's consecutive output columns, read from aligned groups of 4 input columns
+MAX_GROUPS = 4  # the most aligned groups a lane's window span may cover; wider spans keep one load per offset
 
 
 def default_params(outputs: int) -> dict[str, Any]:
@@ -177,26 +179,40 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
     is_max = region.extra["mode"] == "max"
     ow_n, oh_n = out_shape[-1], out_shape[-2]
     block_w = min(512, next_pow2(ow_n))
+    groups = column_groups(kw, sw, pw, dw)
+    vector = bool(params.get("vector", True) and groups) and params.get("BLOCK_W", block_w) % VECTOR == 0
     # 32 rows and a warp per 64 columns: the fastest of 33 settings on L1/42 (eval/runs/push-h200-s36/NOTES.md);
-    # 4 output rows a step, their input rows' loads in flight together: 1.57 -> 1.49 ms there (push-h200-s37)
-    p = {"BLOCK_W": block_w, "ROWS": min(32, oh_n), "num_warps": max(1, min(8, block_w // 64)), "UNROLL": 4}
+    # 4 output rows a step, their input rows' loads in flight together: 1.57 -> 1.49 ms there (push-h200-s37).
+    # The vector form: a warp per 128 columns, so that a lane's 4 columns are one aligned load.
+    p = {"BLOCK_W": block_w, "ROWS": min(32, oh_n), "num_warps": max(1, min(8, block_w // (128 if vector else 64))),
+         "UNROLL": 4}
     p.update({k: v for k, v in params.items() if k in p})
+    p["vector"] = vector
     io = FusedIO(region, graph)
     fill = "float('-inf')" if is_max else "0.0"
     load, x = io.load_input("offs", "valid", fill)
     planes = math.prod(out_shape[:-2])  # (n, c) pairs, times the output depth in 3-d pooling
     strips = -(-oh_n // p["ROWS"])
-    body = [f"ow = {program_id(1, io.wide)} * BLOCK_W + tl.arange(0, BLOCK_W)", "wmask = ow < OW",
-            f"job = {program_id(0, io.wide)}", "oh0 = (job % STRIPS) * ROWS", "plane = job // STRIPS",
-            "lanes = ow * 0"]  # row conditions as vectors: the interpreter cannot mask with scalar & vector
-    for k in range(kw):
+    if p["vector"]:  # lane i holds output columns 4i..4i+3 of the block, in the order of a flat [BLOCK_W]
+        body = [f"q = {program_id(1, io.wide)} * (BLOCK_W // {VECTOR}) + tl.arange(0, BLOCK_W // {VECTOR})",
+                f"cg = tl.arange(0, {VECTOR})", f"ow = tl.reshape((q * {VECTOR})[:, None] + cg[None, :], [BLOCK_W])"]
+    else:
+        body = [f"ow = {program_id(1, io.wide)} * BLOCK_W + tl.arange(0, BLOCK_W)"]
+    body += ["wmask = ow < OW", f"job = {program_id(0, io.wide)}", "oh0 = (job % STRIPS) * ROWS",
+             "plane = job // STRIPS", "lanes = ow * 0"]  # row conditions as vectors: the interpreter cannot mask with scalar & vector
+    if p["vector"]:
+        for g in groups:
+            body += [f"ig{g - groups[0]} = (q * {VECTOR * sw} + {VECTOR * g})[:, None] + cg[None, :]"]
+        body += [f"gv{i} = (ig{i} >= 0) & (ig{i} < W)" for i in range(len(groups))]
+    row_lanes = "(ig0 * 0)" if p["vector"] else "lanes"  # the shape of a row's loads, for its conditions
+    for k in range(kw if not p["vector"] else 0):
         body += [f"iw{k} = ow * {sw} - {pw} + {k * dw}", f"wv{k} = wmask & (iw{k} >= 0) & (iw{k} < W)"]
     if dims == 3:  # (the row index before H, its validity) per depth offset of the window
         kd, sd, pd_, dd = kernel[0], stride[0], pad[0], dilation[0]
         body += ["od = plane % OD", "nc = plane // OD"]
         depth_windows = []
         for k in range(kd):
-            body += [f"id{k} = od * {sd} - {pd_} + {k * dd}", f"dv{k} = (lanes + id{k} >= 0) & (lanes + id{k} < D)"]
+            body += [f"id{k} = od * {sd} - {pd_} + {k * dd}", f"dv{k} = ({row_lanes} + id{k} >= 0) & ({row_lanes} + id{k} < D)"]
             depth_windows.append((f"(nc * D + id{k})", f"dv{k}"))
     else:
         depth_windows = [("plane", "")]
@@ -204,6 +220,8 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
 
     def row(target: str, ih: str) -> list[str]:
         """Statements reducing input row `ih` over the window's W (and D) offsets into `target`."""
+        if p["vector"]:
+            return vector_row(target, ih)
         lines = [f"ih = {ih}", "hv = (lanes + ih >= 0) & (lanes + ih < H)",
                  f"{target} = tl.full([BLOCK_W], {fill}, tl.float32)"]
         for base, dvalid in depth_windows:
@@ -213,6 +231,28 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
                 lines += load
                 lines.append(f"{target} = " + combine.format(a=target, b=f"tl.where(valid, {x}, {fill})"))
         return lines
+
+    def vector_row(target: str, ih: str) -> list[str]:
+        """The vector form of `row`: the aligned groups of input columns a lane's window span covers, one load
+        each (reduced over the D offsets), taken apart into columns, reduced along W for each of the lane's
+        VECTOR outputs, and put back together in the flat order of `ow`."""
+        lines = [f"ih = {ih}", f"hv = ({row_lanes} + ih >= 0) & ({row_lanes} + ih < H)"]
+        for i in range(len(groups)):
+            for d, (base, dvalid) in enumerate(depth_windows):
+                valid = f"gv{i} & hv" + (f" & {dvalid}" if dvalid else "")
+                lines += [f"offs = ({base} * H + ih) * W + ig{i}", f"valid = {valid}"] + load
+                # a prologue's value at a masked-off offset is not the fill (the load's `other` is)
+                value = f"tl.where(valid, {x}, {fill})" if region.prologue is not None else x
+                lines.append(f"g{i} = {value}" if d == 0 else f"g{i} = " + combine.format(a=f"g{i}", b=value))
+            lines += [f"s{i}a, s{i}b = tl.split(tl.reshape(g{i}, [BLOCK_W // {VECTOR}, 2, 2]))",
+                      f"c{4 * i}, c{4 * i + 2} = tl.split(s{i}a)", f"c{4 * i + 1}, c{4 * i + 3} = tl.split(s{i}b)"]
+        for m in range(VECTOR):  # column c holds input offset c + VECTOR * groups[0] from the lane's first
+            cols = [f"c{m * sw - pw + k * dw - VECTOR * groups[0]}" for k in range(kw)]
+            acc = cols[0]
+            for c in cols[1:]:
+                acc = combine.format(a=acc, b=c)
+            lines.append(f"h{m} = {acc}")
+        return lines + [f"{target} = tl.reshape(tl.join(tl.join(h0, h2), tl.join(h1, h3)), [BLOCK_W])"]
 
     unroll = p["UNROLL"] if p["ROWS"] % p["UNROLL"] == 0 else 1  # output rows a step: their loads go out together
     for i in range(kept):
@@ -244,6 +284,15 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
     launcher = io.launcher(name, grid, ", ".join(f"{k}={v}" for k, v in sizes.items()),
                            launch_opts=f"BLOCK_W={p['BLOCK_W']}, ROWS={p['ROWS']}, num_warps={p['num_warps']}")
     return io.unit(name, kernel_src, launcher, p)
+
+
+def column_groups(kw: int, sw: int, pw: int, dw: int) -> list[int]:
+    """The aligned groups of VECTOR input columns (numbered from the group holding a lane's first output
+    column's window start at offset 0) that the windows of VECTOR consecutive outputs cover; none where
+    they would be more than MAX_GROUPS."""
+    first, last = -pw, (VECTOR - 1) * sw - pw + (kw - 1) * dw
+    groups = list(range(first // VECTOR, last // VECTOR + 1))
+    return groups if len(groups) <= MAX_GROUPS else []
 
 
 def _divisor_lines(region: Region, dims: int, kernel: tuple[int, ...], stride: tuple[int, ...],

@@ -4,6 +4,8 @@ count_include_pad, divisor_override), adaptive pooling, and a fused producer."""
 import pytest
 from recipe_support import check, problem
 
+from kskill.agents.recipes.fused_pooling import column_groups
+
 CALLS_2D = ["F.max_pool2d(torch.relu(x), 3, 2, 1)", "F.avg_pool2d(x, 2)", "F.max_pool2d(x, (2, 3))",
             "F.avg_pool2d(x, 3, 2, 1)", "F.adaptive_avg_pool2d(x, 1)", "F.max_pool2d(x, 3, 1, 1, dilation=2)",
             "F.max_pool2d(x, 2, ceil_mode=True)", "F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)",
@@ -61,14 +63,38 @@ ROLLED = [("F.max_pool2d(x, 4, 1, 1)", "(2, 3, 37, 45)"), ("F.max_pool2d(torch.r
           ("F.max_pool3d(x, (2, 3, 2), stride=(1, 2, 1), padding=(1, 1, 0))", "(2, 3, 7, 9, 40)")]
 
 
+@pytest.mark.parametrize("vector", [True, False])  # True: the default where the window span allows
 @pytest.mark.parametrize("unroll", [1, 4])  # 4: the default
 @pytest.mark.parametrize("call,shape", ROLLED)
-def test_overlapping_rows_roll(call, shape, unroll):
+def test_overlapping_rows_roll(call, shape, unroll, vector):
     src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n",
                   f"[torch.randn{shape}]")
-    cand = check(src, ["fused_pooling", "kernel_fusion"], {"UNROLL": unroll, "ROWS": 8})
+    cand = check(src, ["fused_pooling", "kernel_fusion"], {"UNROLL": unroll, "ROWS": 8, "vector": vector})
     assert cand.applied[0] == "fused_pooling"
     assert "ROWS: tl.constexpr" in cand.source, "the rolled form"
+    assert ("tl.split" in cand.source) == vector, "aligned 4-column loads taken apart, or one load per offset"
+
+
+@pytest.mark.parametrize("window,groups", [((4, 1, 1, 1), [-1, 0, 1]), ((3, 2, 1, 1), [-1, 0, 1]), ((3, 2, 2, 2), [-1, 0, 1, 2]),
+                                           ((3, 1, 1, 2), [-1, 0, 1]), ((2, 1, 0, 1), [0, 1]),
+                                           ((13, 1, 6, 1), [])])
+def test_column_groups_cover_the_windows_of_four_outputs(window, groups):
+    """(kernel, stride, padding, dilation) along W: the aligned 4-column groups holding every input column the
+    windows of 4 consecutive outputs read, counted from the group of the first output's column; none past 4."""
+    kw, sw, pw, dw = window
+    assert column_groups(kw, sw, pw, dw) == groups
+    if groups:
+        read = {m * sw - pw + k * dw for m in range(4) for k in range(kw)}
+        assert read <= set(range(4 * groups[0], 4 * groups[-1] + 4))
+        assert min(read) >= 4 * groups[0] > min(read) - 4 and max(read) < 4 * groups[-1] + 4 <= max(read) + 4
+
+
+def test_wide_windows_keep_one_load_per_offset():
+    src = problem("class Model(nn.Module):\n    def forward(self, x):\n        return F.max_pool2d(x, 13, 1, 6)\n",
+                  "[torch.randn(1, 2, 30, 40)]")
+    cand = check(src, ["fused_pooling"], {"ROWS": 8})
+    assert "ROWS: tl.constexpr" in cand.source and "tl.split" not in cand.source
+    assert cand.params["_pool_0"]["vector"] is False
 
 
 @pytest.mark.parametrize("call", ["F.max_pool2d(x, 2)", "F.max_pool2d(x, 3, 1, 1)"])
