@@ -21,6 +21,7 @@ from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import int_tuple, is_float
 from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.columns import VECTOR, column, column_groups, group_columns, put_together, take_apart
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit, alloc, arg_name, prepare
@@ -60,27 +61,16 @@ def depthwise_region(node: Node, graph: Graph) -> Region | None:
 
 
 def default_params(oh: int, ow: int) -> dict[str, Any]:
-    """About 512 outputs per program, the tile as wide as the row allows so loads stay contiguous."""
+    """About 512 outputs per program, the tile as wide as the row allows so loads stay contiguous; the
+    vector form of the loads (templates/columns.py) where the window span allows it."""
     block_w = min(64, next_pow2(ow))
     block_h = min(next_pow2(oh), max(1, 512 // block_w))
-    return {"BLOCK_H": block_h, "BLOCK_W": block_w, "num_warps": 4}
+    return {"BLOCK_H": block_h, "BLOCK_W": block_w, "num_warps": 4, "vector": True}
 
 
-def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
-    g = region.extra["geometry"]
-    anchor = region.anchor
-    p = {**default_params(g["oh"], g["ow"]), **{k: v for k, v in params.items()
-                                               if k in ("BLOCK_H", "BLOCK_W", "num_warps")}}
-    io = FusedIO(region, graph)
-    x_ptr = io.add(g["x"])
-    w_ptr = io.add(Attr(f"{anchor.module}.weight"))
-    bias = Attr(f"{anchor.module}.bias") if anchor.attrs.get("has_bias") else None
-    b_ptr = io.add(bias) if bias is not None else None
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = g["kernel"], g["stride"], g["padding"], g["dilation"]
-    body = [f"plane = {program_id(0, io.wide)}", f"tile = {program_id(1, io.wide)}",
-            "n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
-            "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)",
-            "ow = (tile % tiles_w) * BLOCK_W + tl.arange(0, BLOCK_W)",
+def _tap_loop(x_ptr: str, w_ptr: str) -> list[str]:
+    """The taps one offset at a time: a [BLOCK_H, BLOCK_W] load and multiply-add for each (ci, kh, kw)."""
+    return ["ow = (tile % tiles_w) * BLOCK_W + tl.arange(0, BLOCK_W)",
             "acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)",
             f"x_group = {x_ptr} + n * sxn + (oc // COUT_G) * CIN_G * sxc",
             "for ci in tl.static_range(CIN_G):",
@@ -93,6 +83,49 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
             "            v = tl.load(x_group + ci * sxc + ih[:, None] * sxh + iw[None, :] * sxw, mask=inside, other=0.0)",
             f"            tap = tl.load({w_ptr} + ((oc * CIN_G + ci) * KH + kh) * KW + kw)",
             "            acc += v.to(tl.float32) * tap.to(tl.float32)"]
+
+
+def _vector_taps(x_ptr: str, w_ptr: str, groups: list[int], kw: int, sw: int, pw: int, dw: int) -> list[str]:
+    """The taps in the vector form: for each (ci, kh), one load of each aligned group of 4 input columns
+    ([BLOCK_H, BLOCK_W // 4, 4]), taken apart, and each lane's 4 outputs accumulated apart (acc0..acc3),
+    joined into `acc` at the end."""
+    lead = f"BLOCK_H, BLOCK_W // {VECTOR}"
+    lines = [f"q = (tile % tiles_w) * (BLOCK_W // {VECTOR}) + tl.arange(0, BLOCK_W // {VECTOR})",
+             f"cg = tl.arange(0, {VECTOR})", f"ow = tl.reshape((q * {VECTOR})[:, None] + cg[None, :], [BLOCK_W])"]
+    lines += group_columns(groups, sw) + [f"gv{i} = (ig{i} >= 0) & (ig{i} < W)" for i in range(len(groups))]
+    lines += [f"acc{m} = tl.zeros(({lead}), dtype=tl.float32)" for m in range(VECTOR)]
+    lines += [f"x_group = {x_ptr} + n * sxn + (oc // COUT_G) * CIN_G * sxc",
+              "for ci in tl.static_range(CIN_G):", "    for kh in tl.static_range(KH):",
+              "        ih = oh * SH - PH + kh * DH", "        rows = (ih >= 0) & (ih < H)"]
+    inner = []
+    for i in range(len(groups)):
+        inner += [f"v{i} = tl.load(x_group + ci * sxc + ih[:, None, None] * sxh + ig{i}[None, :, :] * sxw, "
+                  f"mask=rows[:, None, None] & gv{i}[None, :, :], other=0.0).to(tl.float32)"]
+        inner += take_apart(f"v{i}", i, lead)
+    for k in range(kw):
+        inner.append(f"tap = tl.load({w_ptr} + ((oc * CIN_G + ci) * KH + kh) * KW + {k}).to(tl.float32)")
+        inner += [f"acc{m} += {column(groups, m, sw, pw, k, dw)} * tap" for m in range(VECTOR)]
+    lines += ["        " + ln for ln in inner]
+    return lines + ["acc = " + put_together([f"acc{m}" for m in range(VECTOR)], "[BLOCK_H, BLOCK_W]")]
+
+
+def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+    g = region.extra["geometry"]
+    anchor = region.anchor
+    p = {**default_params(g["oh"], g["ow"]), **{k: v for k, v in params.items()
+                                               if k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector")}}
+    io = FusedIO(region, graph)
+    x_ptr = io.add(g["x"])
+    w_ptr = io.add(Attr(f"{anchor.module}.weight"))
+    bias = Attr(f"{anchor.module}.bias") if anchor.attrs.get("has_bias") else None
+    b_ptr = io.add(bias) if bias is not None else None
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = g["kernel"], g["stride"], g["padding"], g["dilation"]
+    groups = column_groups(kw, sw, pw, dw)
+    p["vector"] = bool(p["vector"] and groups) and p["BLOCK_W"] % VECTOR == 0
+    body = [f"plane = {program_id(0, io.wide)}", f"tile = {program_id(1, io.wide)}",
+            "n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
+            "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)"]
+    body += _vector_taps(x_ptr, w_ptr, groups, kw, sw, pw, dw) if p["vector"] else _tap_loop(x_ptr, w_ptr)
     if b_ptr is not None:
         body.append(f"acc += tl.load({b_ptr} + oc).to(tl.float32)")
     body += ["offs = plane * (OH * OW) + oh[:, None] * OW + ow[None, :]",
@@ -105,7 +138,8 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['sxn', 'sxc', 'sxh', 'sxw'])}, {constexprs}):\n"
               f'    """{anchor.name}: {"depthwise" if g["cin_g"] == 1 else "grouped"} 2-d convolution, '
               f'{g["cin_g"]} input channel(s) per group, as a direct stencil in fp32."""\n{indent(body, 4)}\n')
-    return io.unit(name, kernel, _launcher(name, io, g, sizes, p), {k: p[k] for k in ("BLOCK_H", "BLOCK_W", "num_warps")})
+    return io.unit(name, kernel, _launcher(name, io, g, sizes, p),
+                   {k: p[k] for k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector")})
 
 
 def _launcher(name: str, io: FusedIO, g: dict[str, Any], sizes: dict[str, int], p: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Graph, Node
 from kskill.agents.recipes.matching import arg, first_operand, int_tuple, is_float
 from kskill.agents.recipes.regions import Region
+from kskill.agents.recipes.templates.columns import VECTOR, column, column_groups, group_columns, put_together, take_apart
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
@@ -84,8 +85,6 @@ def _window_region(node: Node, x: Any, kind: str, kernel: tuple[int, ...], strid
 
 AXES = "dhw"  # names of up to three spatial axes, innermost last
 ROLL_MIN_WIDTH = 32  # output rows narrower than this leave most of a row block's lanes idle
-VECTOR = 4  # in the vector form, a lane's consecutive output columns, read from aligned groups of 4 input columns
-MAX_GROUPS = 4  # the most aligned groups a lane's window span may cover; wider spans keep one load per offset
 
 
 def default_params(outputs: int) -> dict[str, Any]:
@@ -201,9 +200,7 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
     body += ["wmask = ow < OW", f"job = {program_id(0, io.wide)}", "oh0 = (job % STRIPS) * ROWS",
              "plane = job // STRIPS", "lanes = ow * 0"]  # row conditions as vectors: the interpreter cannot mask with scalar & vector
     if p["vector"]:
-        for g in groups:
-            body += [f"ig{g - groups[0]} = (q * {VECTOR * sw} + {VECTOR * g})[:, None] + cg[None, :]"]
-        body += [f"gv{i} = (ig{i} >= 0) & (ig{i} < W)" for i in range(len(groups))]
+        body += group_columns(groups, sw) + [f"gv{i} = (ig{i} >= 0) & (ig{i} < W)" for i in range(len(groups))]
     row_lanes = "(ig0 * 0)" if p["vector"] else "lanes"  # the shape of a row's loads, for its conditions
     for k in range(kw if not p["vector"] else 0):
         body += [f"iw{k} = ow * {sw} - {pw} + {k * dw}", f"wv{k} = wmask & (iw{k} >= 0) & (iw{k} < W)"]
@@ -244,15 +241,14 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
                 # a prologue's value at a masked-off offset is not the fill (the load's `other` is)
                 value = f"tl.where(valid, {x}, {fill})" if region.prologue is not None else x
                 lines.append(f"g{i} = {value}" if d == 0 else f"g{i} = " + combine.format(a=f"g{i}", b=value))
-            lines += [f"s{i}a, s{i}b = tl.split(tl.reshape(g{i}, [BLOCK_W // {VECTOR}, 2, 2]))",
-                      f"c{4 * i}, c{4 * i + 2} = tl.split(s{i}a)", f"c{4 * i + 1}, c{4 * i + 3} = tl.split(s{i}b)"]
-        for m in range(VECTOR):  # column c holds input offset c + VECTOR * groups[0] from the lane's first
-            cols = [f"c{m * sw - pw + k * dw - VECTOR * groups[0]}" for k in range(kw)]
+            lines += take_apart(f"g{i}", i, f"BLOCK_W // {VECTOR}")
+        for m in range(VECTOR):
+            cols = [column(groups, m, sw, pw, k, dw) for k in range(kw)]
             acc = cols[0]
             for c in cols[1:]:
                 acc = combine.format(a=acc, b=c)
             lines.append(f"h{m} = {acc}")
-        return lines + [f"{target} = tl.reshape(tl.join(tl.join(h0, h2), tl.join(h1, h3)), [BLOCK_W])"]
+        return lines + [f"{target} = " + put_together([f"h{m}" for m in range(VECTOR)], "[BLOCK_W]")]
 
     unroll = p["UNROLL"] if p["ROWS"] % p["UNROLL"] == 0 else 1  # output rows a step: their loads go out together
     for i in range(kept):
@@ -284,15 +280,6 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
     launcher = io.launcher(name, grid, ", ".join(f"{k}={v}" for k, v in sizes.items()),
                            launch_opts=f"BLOCK_W={p['BLOCK_W']}, ROWS={p['ROWS']}, num_warps={p['num_warps']}")
     return io.unit(name, kernel_src, launcher, p)
-
-
-def column_groups(kw: int, sw: int, pw: int, dw: int) -> list[int]:
-    """The aligned groups of VECTOR input columns (numbered from the group holding a lane's first output
-    column's window start at offset 0) that the windows of VECTOR consecutive outputs cover; none where
-    they would be more than MAX_GROUPS."""
-    first, last = -pw, (VECTOR - 1) * sw - pw + (kw - 1) * dw
-    groups = list(range(first // VECTOR, last // VECTOR + 1))
-    return groups if len(groups) <= MAX_GROUPS else []
 
 
 def _divisor_lines(region: Region, dims: int, kernel: tuple[int, ...], stride: tuple[int, ...],

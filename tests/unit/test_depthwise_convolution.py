@@ -27,11 +27,21 @@ def _conv_problem(c_in: int, c_out: int, groups: int, kernel, stride=1, padding=
     (8, 4, 2, 3, 2, 1, 1, False),                  # grouped: 4 input channels per group, 2 out
     (9, 9, 3, (1, 3), 1, (0, 1), 1, True),         # grouped: 3 per group
 ])
-def test_matches_conv2d(c_in, c_out, groups, kernel, stride, padding, dilation, bias):
+@pytest.mark.parametrize("vector", [True, False])  # aligned 4-column loads taken apart (the default), or a load per tap
+def test_matches_conv2d(c_in, c_out, groups, kernel, stride, padding, dilation, bias, vector):
     src = _conv_problem(c_in, c_out, groups, kernel, stride, padding, dilation, bias)
-    cand = check(src, ["depthwise_convolution"])
+    cand = check(src, ["depthwise_convolution"], {"vector": vector})
     assert cand.applied == ["depthwise_convolution"]
     assert "torch.nn.functional.conv2d" not in cand.source and "self.conv(x)" not in cand.source.split("class ModelNew")[1]
+    assert ("tl.split" in cand.source) == vector
+
+
+@pytest.mark.parametrize("kernel,padding", [((3, 7), 0), (3, 1)])
+def test_vector_form_over_several_column_tiles(kernel, padding):
+    """Rows wider than a tile (70 outputs: a second, ragged tile of 64) in the vector form."""
+    src = _conv_problem(3, 3, 3, kernel, padding=padding, shape=(1, None, 6, 76))
+    cand = check(src, ["depthwise_convolution"], {"BLOCK_H": 4})
+    assert cand.params["_depthwise_conv_0"]["vector"] is True
 
 
 def test_the_pointwise_epilogue_is_applied_before_the_one_store():

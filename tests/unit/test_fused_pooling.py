@@ -4,7 +4,7 @@ count_include_pad, divisor_override), adaptive pooling, and a fused producer."""
 import pytest
 from recipe_support import check, problem
 
-from kskill.agents.recipes.fused_pooling import column_groups
+from kskill.agents.recipes.templates.columns import column_groups
 
 CALLS_2D = ["F.max_pool2d(torch.relu(x), 3, 2, 1)", "F.avg_pool2d(x, 2)", "F.max_pool2d(x, (2, 3))",
             "F.avg_pool2d(x, 3, 2, 1)", "F.adaptive_avg_pool2d(x, 1)", "F.max_pool2d(x, 3, 1, 1, dilation=2)",

@@ -1,18 +1,29 @@
-"""Development timings (not product figures): the rolled pooling's vector form (each lane's 4 output columns
-from aligned 4-column loads, taken apart in registers) against the column form (one load per window offset)
-on the development set's rolled pools, over block widths, warps, rows and unrolling. Run from the checkout's
-root on the GPU machine after eval/runs/setup_gpu.sh: python3 -P eval/runs/push-h200-s41/pool_dev.py"""
+"""Development timings (not product figures): the vector form of the stencil templates (each lane's 4 output
+columns from aligned 4-column loads, taken apart in registers) against the column form (one load per window
+offset): `pool`, the development set's rolled pools over block widths, warps, rows and unrolling; `dw`, its
+depthwise convolutions over tile shapes. Run from the checkout's root on the GPU machine after
+eval/runs/setup_gpu.sh: python3 -P eval/runs/push-h200-s41/pool_dev.py [pool|dw]"""
 import importlib.util, sys, tempfile
 import torch, triton
 from kskill.agents.recipes.builder import build_candidate
 
-FORMS = {
+POOL = {
     "level1/42_Max_Pooling_2D.py": [{"vector": False}, {}, {"BLOCK_W": 1024, "num_warps": 8}, {"BLOCK_W": 256, "num_warps": 2},
                                     {"num_warps": 8}, {"ROWS": 16}, {"ROWS": 64}, {"UNROLL": 2}, {"UNROLL": 1},
                                     {"BLOCK_W": 1024, "num_warps": 8, "ROWS": 16}],
     "level1/46_Average_Pooling_3D.py": [{"vector": False}, {}, {"num_warps": 2}, {"BLOCK_W": 64}],
     "level3/6_GoogleNetInceptionModule.py": [{"vector": False}, {}],
 }
+DW = {
+    "level1/84_conv_depthwise_2D_asymmetric_input_square_kernel.py": [
+        {"vector": False}, {}, {"BLOCK_H": 4}, {"BLOCK_H": 16}, {"BLOCK_H": 16, "num_warps": 8},
+        {"BLOCK_W": 128, "BLOCK_H": 4}, {"BLOCK_W": 128, "BLOCK_H": 8, "num_warps": 8}, {"BLOCK_H": 32, "num_warps": 8}],
+    "level1/85_conv_depthwise_2D_asymmetric_input_asymmetric_kernel.py": [
+        {"vector": False}, {}, {"BLOCK_H": 4}, {"BLOCK_H": 16}, {"BLOCK_H": 16, "num_warps": 8},
+        {"BLOCK_W": 128, "BLOCK_H": 4}, {"BLOCK_W": 128, "BLOCK_H": 8, "num_warps": 8}],
+}
+WHICH = sys.argv[1] if len(sys.argv) > 1 else "pool"
+RECIPE, FORMS = {"pool": ("fused_pooling", POOL), "dw": ("depthwise_convolution", DW)}[WHICH]
 
 
 def load(path, name):
@@ -29,10 +40,10 @@ for problem, forms in FORMS.items():
     with torch.no_grad():
         want = ref(*x)
         t_ref = triton.testing.do_bench(lambda: ref(*x), warmup=25, rep=100, return_mode="median")
-    print(f"{problem:36s} eager {t_ref:.3f} ms", flush=True)
+    print(f"{problem[:36]:36s} eager {t_ref:.3f} ms", flush=True)
     for params in forms:
         try:
-            cand = build_candidate(src, ["fused_pooling"], params)
+            cand = build_candidate(src, [RECIPE], params)
             f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False); f.write(cand.source); f.close()
             mod = load(f.name, f"c{abs(hash(str(params)))}")
             torch.manual_seed(0)
@@ -41,7 +52,7 @@ for problem, forms in FORMS.items():
                 ok = torch.allclose(new(*x), want, atol=1e-4, rtol=1e-4)
                 t = triton.testing.do_bench(lambda: new(*x), warmup=25, rep=100, return_mode="median")
             used = {k: v for p in cand.params.values() for k, v in p.items()}
-            print(f"{problem:36s} {str(used):80s} ok={ok} {t:.3f} ms", flush=True)
+            print(f"{problem[:36]:36s} {str(used):80s} ok={ok} {t:.3f} ms", flush=True)
         except Exception as e:
-            print(f"{problem:36s} {params} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+            print(f"{problem[:36]:36s} {params} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
     del ref, x, want; torch.cuda.empty_cache()

@@ -21,7 +21,7 @@ new.load_state_dict(ref.state_dict(), strict=False)
 comp = torch.compile(ref)
 x = [t.cuda() for t in ref_mod.get_inputs()]
 with torch.no_grad():
-    print("max error", (new(*x) - ref(*x)).abs().max().item(), "lanes", {k: list(v.values()) for k, v in vars(new_mod).items() if k.endswith("_lanes")}, flush=True)
+    print("max error", (new(*x) - ref(*x)).abs().max().item(), "lanes", {k: list(v.values()) for k, v in vars(new_mod).items() if isinstance(v, dict) and k.endswith("_lanes")}, flush=True)
     comp(*x)
     fns = {"kskill": lambda: new(*x), "eager": lambda: ref(*x), "compile": lambda: comp(*x)}
     print("do_bench kskill", round(triton.testing.do_bench(fns["kskill"], warmup=25, rep=100, return_mode="median"), 3), flush=True)
