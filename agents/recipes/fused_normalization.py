@@ -196,18 +196,9 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
                         "mean_k = tl.where(ok, a_k, 0.0)", "m2_k = tl.where(ok, b_k, 0.0)"] + PARTS_MERGE
     rstd = f"tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"
     write = _affine(io, region, "y") + io.store_result("y", "offs", "mask", loaded="x")
-    if split.tile:  # streamed: tile statistics Chan-merged, then the chunk read again (from L2) to write
-        tile = ["cols = c * BLOCK_R + t + tl.arange(0, TILE)", "mask = cols < R", "offs = row * R + cols"]
-        tile += load + [f"x = tl.where(mask, {x}, 0.0)"]
-        first = ["count = 0.0", "mean = 0.0", "m2 = 0.0", "for t in range(0, BLOCK_R, TILE):"]
-        first += ["    " + ln for ln in tile + TILE_STATS + CHAN_MERGE] + publish("mean", "m2")
-        body = merge + [f"rstd = {rstd}", "for t in range(0, BLOCK_R, TILE):"]
-        body += ["    " + ln for ln in tile + ["y = (x - mean) * rstd"] + write]
-        doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; chunks streamed twice."
-    else:
-        first = load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t")
-        body = merge + [f"y = (x - mean) * {rstd}"] + write
-        doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."
+    first = load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t")
+    body = merge + [f"y = (x - mean) * {rstd}"] + write
+    doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."
     return exchange_unit(name, io, p_, r_, split, first, body, doc)
 
 

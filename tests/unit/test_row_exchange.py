@@ -131,39 +131,17 @@ def test_the_pipelined_form_matches_pytorch(source):
     assert "[(lanes * " in cand.source and "REPAIR=True" in cand.source
 
 
-@pytest.mark.parametrize("module, shape", [("nn.InstanceNorm2d(3, affine=True)", (2, 3, 100, 130)),
-                                           ("nn.GroupNorm(2, 4)", (2, 4, 70, 90)),
-                                           ("nn.LayerNorm((6, 2000))", (3, 6, 2000))])
-def test_the_streamed_pipelined_form_matches_pytorch(module, shape):
-    """The norms' streamed form (`reread`): each chunk's tile statistics Chan-merged and published, then the
-    chunk streamed again to write it; rows of several chunks with a ragged last chunk and tile."""
-    ctor = (f"    def __init__(self):\n        super().__init__()\n        self.n = {module}\n"
-            "        with torch.no_grad():\n"
-            "            for p in self.n.parameters():\n                p.copy_(torch.randn_like(p))\n")
-    src = problem(f"class Model(nn.Module):\n{ctor}    def forward(self, x):\n        return self.n(x)\n",
-                  f"[torch.rand{shape} * 3 + 1]")
-    cand = check(src, ["fused_normalization"], {"reread": True, "pipe_chunk": 4096, "reread_tile": 1024})
-    assert "for t in range(0, BLOCK_R, TILE):" in cand.source and "TILE=1024" in cand.source
-    assert cand.source.count("tl.load(x_ptr + row") == 3, "the chunk read for statistics (twice: first and next "\
-        "row) and again to write"
-    assert "L2_cache_size" in cand.source, "the lanes in flight capped by the L2"
-    assert exchange.chosen_split(4, 16000, {"reread": True}, (), exchange.Grouped(2, 4096, 4)).tile == 0, \
-        "a row one streamed chunk holds keeps the held forms"
-    assert exchange.chosen_split(4, 1 << 20, {"reread": True}, (), exchange.Grouped(2, 4096, 4)) == \
-        (64, 16384, 4, 1, True, 2048)
-
-
-def test_the_streamed_form_reads_a_fused_prologue_in_each_tile():
-    """A convolution's bias and a tanh folded into the streamed group norm's loads, and a per-channel scale and a
-    ReLU after it: each tile loop computes the prologue for its own tile, in both streams."""
+def test_the_pipelined_form_reads_a_fused_prologue_for_each_row():
+    """A convolution's bias and a tanh folded into the pipelined group norm's loads, and a per-channel scale and a
+    ReLU after it: the prologue is computed for the next row's chunk (suffix 1) as for the first."""
     model = ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
              "        self.conv = nn.Conv2d(3, 4, 3)\n        self.n = nn.GroupNorm(2, 4)\n"
              "        self.scale = nn.Parameter(torch.randn(4, 1, 1))\n"
              "    def forward(self, x):\n        return torch.relu(self.n(torch.tanh(self.conv(x))) * self.scale)\n")
     cand = check(problem(model, "[torch.randn(2, 3, 102, 102)]"), ["fused_normalization", "kernel_fusion"],
-                 {"reread": True, "pipe_chunk": 4096, "reread_tile": 1024})
-    assert cand.params["_norm_0"]["TILE"] == 1024
-    assert "p_in11 = tl.load(conv_bias_ptr + ((row1 * 2 + cols1 // 10000) % 4), mask=mask1" in cand.source
+                 {"pipeline": True, "pipe_chunk": 4096})
+    assert cand.params["_norm_0"]["pipeline"] is True
+    assert "p_in11 = tl.load(conv_bias_ptr + ((row1 * 2 + cols // 10000) % 4), mask=mask," in cand.source
 
 
 def test_the_pipeline_lanes_are_what_stays_resident():
@@ -193,24 +171,24 @@ def test_split_bounds():
 
 def test_group_bounds():
     pair = exchange.Grouped(2, 4096, 4)
-    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2, False, 0)
+    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2, False)
     assert exchange.group_split(4095, 393216, pair) is None, "rows that do not pair up"
     assert exchange.group_split(2, 4096, pair) is None, "a row one chunk holds"
     assert exchange.group_split(2, exchange.MAX_GROUP_SPLIT * 4096 + 1, pair) is None
-    assert exchange.chosen_split(4, 393216, {}, (), pair, True) == (192, 2048, 1, 1, True, 0), "many chunks: pipelined"
-    assert exchange.chosen_split(4, 2 << 20, {}, (), pair, True) == (256, 8192, 4, 1, True, 0), "in larger chunks"
-    assert exchange.chosen_split(4, 532512, {}, (), pair, True) == (131, 4096, 4, 2, False, 0), "too few: grouped"
-    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2, False, 0), "not the technique's default"
-    assert exchange.chosen_split(4, 393216, {"pipeline": False}, (), pair) == (96, 4096, 4, 2, False, 0), "grouped"
-    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1, False, 0), "the one-row form"
-    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1, False, 0), "rows of a few chunks"
-    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2, False, 0), "the parameter asks"
-    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4, False, 0), "the elements kept"
+    assert exchange.chosen_split(4, 393216, {}, (), pair, True) == (192, 2048, 1, 1, True), "many chunks: pipelined"
+    assert exchange.chosen_split(4, 2 << 20, {}, (), pair, True) == (256, 8192, 4, 1, True), "in larger chunks"
+    assert exchange.chosen_split(4, 532512, {}, (), pair, True) == (131, 4096, 4, 2, False), "too few: grouped"
+    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2, False), "not the technique's default"
+    assert exchange.chosen_split(4, 393216, {"pipeline": False}, (), pair) == (96, 4096, 4, 2, False), "grouped"
+    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1, False), "the one-row form"
+    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1, False), "rows of a few chunks"
+    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2, False), "the parameter asks"
+    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4, False), "the elements kept"
     assert exchange.chosen_split(6, 20000, {"group": 4}, (), pair).group == 1, "6 rows make no groups of 4"
     assert exchange.chosen_split(4, 20000, {"row_exchange": False}, (), pair) is None, "the two_reads variant"
     assert exchange.chosen_split(4, 20000, {"BLOCK_R": 1024}, ("BLOCK_R",), pair) is None, "the two-read form tuned"
-    assert exchange.chosen_split(4, 20000, {"pipeline": True}, (), pair) == (10, 2048, 1, 1, True, 0), "pipelined"
-    assert exchange.chosen_split(4, 20000, {"pipeline": True, "pipe_chunk": 4096}, (), pair) == (5, 4096, 2, 1, True, 0)
+    assert exchange.chosen_split(4, 20000, {"pipeline": True}, (), pair) == (10, 2048, 1, 1, True), "pipelined"
+    assert exchange.chosen_split(4, 20000, {"pipeline": True, "pipe_chunk": 4096}, (), pair) == (5, 4096, 2, 1, True)
     assert exchange.chosen_split(4, 2048, {"pipeline": True}, (), pair) is None, "a row one chunk holds"
 
 

@@ -85,23 +85,12 @@ GROUP_MIN_SPLIT = 16
 PIPE_MIN_SPLIT = 32
 PIPE_LONG_MIN_SPLIT = 128
 PIPE_CHUNKS = (2048, 8192)
-# The streamed pipelined form (`reread`, the row norms only; not yet timed, so no technique's default): a
-# program streams its chunk in tiles for the statistics and streams it again to write, which then comes from
-# L2 where the lanes' rows in flight fit it (the launcher caps LANES so). For rows too large for the chunks of
-# resident programs' registers (a layer norm's 4M-element rows, a group norm's 2M) one read from DRAM instead
-# of two.
-REREAD_CHUNK = 16384
-REREAD_TILE = 2048
-REREAD_WARPS = 4
-
-
 class Split(NamedTuple):
     split: int  # programs a row
     block: int  # elements of a chunk
     warps: int
     group: int  # rows a program: 1, or 2 or 4 (a chunk of each, all published before any wait)
     pipelined: bool = False  # resident programs walking rows LANES apart (group 1)
-    tile: int = 0  # pipelined with the chunk streamed in tiles of this many and read again to write (else held)
 
 
 class Grouped(NamedTuple):
@@ -125,8 +114,6 @@ def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ..
     single = row_exchange(r)
     many_programs = single is None or single[0] >= PIPE_MIN_SPLIT
     pipelined = params.get("pipeline", pipeline and "group" not in params and many_programs)
-    if params.get("reread") and (split := pipe_split(r, params.get("pipe_chunk", REREAD_CHUNK))) is not None:
-        return split._replace(warps=REREAD_WARPS, tile=int(params.get("reread_tile", REREAD_TILE)))
     if pipelined and (split := pipe_split(r, params.get("pipe_chunk"))) is not None:
         return split
     group = int(params.get("group", grouped.rows))
@@ -189,7 +176,7 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
     first, then = scalar_base_first(first, r), scalar_base_first(then, r)
     locate = ["offs = row * R + cols"]
     if split.pipelined:
-        return _pipelined_unit(name, io, rows, r, split, place, first if split.tile else locate + first, then, doc)
+        return _pipelined_unit(name, io, rows, r, split, place, locate + first, then, doc)
     if split.group > 1:
         names = {"row"} | _assigned(locate + first)
         body = place + ["grp = pid // SPLIT"]
@@ -229,31 +216,25 @@ def _pipelined_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, pla
     loop = ["row1 = tl.minimum(row0 + LANES, ROWS - 1)"] + _suffixed(first, 1, names) + _suffixed(then, 0, names)
     loop += [f"{n}0 = {n}1" for n in carried] + ["row0 = row0 + LANES"]
     body += ["while row0 < ROWS:"] + ["    " + ln for ln in loop]
-    streamed = ", TILE: tl.constexpr" if split.tile else ""
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN', 'LANES'])}, {SIZES}, "
-              f"ROWS: tl.constexpr{streamed}):\n    \"\"\"{doc} Pipelined.\"\"\"\n{indent(body, 4)}\n")
+              f"ROWS: tl.constexpr):\n    \"\"\"{doc} Pipelined.\"\"\"\n{indent(body, 4)}\n")
     operand = io.operand_names()[0]
     known = f"{name}_lanes"
     before = [f"lanes = {known}.get({operand}.device, {rows})  # until reckoned: every row a lane",
               f"ws = torch.full(({1 + rows * split.split},), {EMPTY}, device={operand}.device, dtype=torch.int64)",
               f"spin = {SPIN_INTERPRETER} if {operand}.device.type == 'cpu' else {SPIN_GPU}"]
     reckoned = f"{name}_resident_lanes(launched, props, {split.warps}, {split.split}, {rows})"
-    if split.tile:  # a lane has about four rows' bytes in flight (read, read again, written): all within the L2
-        reckoned = (f"min({reckoned}, max(1, torch.cuda.get_device_properties({operand}.device)"
-                    f".L2_cache_size // (4 * {r * 4})))")
     after = [f"if {operand}.device.type != 'cpu' and {operand}.device not in {known}:",
              f"    props = triton.runtime.driver.active.utils.get_device_properties({operand}.device.index)",
              f"    {known}[{operand}.device] = {reckoned}"]
     consts = (f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}, "
-              f"ROWS={rows}" + (f", TILE={split.tile}" if split.tile else ""))
+              f"ROWS={rows}")
     launcher = io.launcher(name, f"(lanes * {split.split},)", consts, body_before=before,
                            extra_args=["ws", "spin", "lanes"], launch_opts=f"REPAIR=False, num_warps={split.warps}",
                            repair=f"REPAIR=True, num_warps={split.warps}", body_after=after)
     helper = f"{known} = {{}}  # device: row lanes whose programs stay resident together\n\n\n"
     helper += RESIDENT.format(name=name) + "\n\n"
     params = {"BLOCK_R": split.block, "SPLIT": split.split, "num_warps": split.warps, "pipeline": True}
-    if split.tile:
-        params.update(reread=True, TILE=split.tile)
     return io.unit(name, kernel, helper + launcher, params)
 
 
