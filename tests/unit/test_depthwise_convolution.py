@@ -40,8 +40,17 @@ def test_matches_conv2d(c_in, c_out, groups, kernel, stride, padding, dilation, 
 def test_vector_form_over_several_column_tiles(kernel, padding):
     """Rows wider than a tile (70 outputs: a second, ragged tile of 64) in the vector form."""
     src = _conv_problem(3, 3, 3, kernel, padding=padding, shape=(1, None, 6, 76))
-    cand = check(src, ["depthwise_convolution"], {"BLOCK_H": 4})
+    cand = check(src, ["depthwise_convolution"], {"BLOCK_H": 4, "vector": True})
     assert cand.params["_depthwise_conv_0"]["vector"] is True
+
+
+def test_wide_rows_take_the_vector_form_by_default():
+    """Rows of 128 outputs or more: the vector form in tiles of 4 x 128 (the ragged last tile of 137); narrower
+    rows keep the column form."""
+    wide = check(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 137)), ["depthwise_convolution"])
+    assert wide.params["_depthwise_conv_0"] == {"BLOCK_H": 4, "BLOCK_W": 128, "num_warps": 4, "vector": True}
+    narrow = build_candidate(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 100)), ["depthwise_convolution"])
+    assert narrow.params["_depthwise_conv_0"]["vector"] is False and "tl.split" not in narrow.source
 
 
 def test_the_pointwise_epilogue_is_applied_before_the_one_store():
