@@ -60,17 +60,20 @@ def depthwise_region(node: Node, graph: Graph) -> Region | None:
                   extra={"output": node.name, "geometry": geometry})
 
 
-# Output rows at least this wide take the vector form of the loads (templates/columns.py) in tiles of 4 x 128:
-# on the H200 that tile ran L1/84 (3 x 3) in 4.28 ms against the column form's 4.58 (8 x 64) and L1/85 (3 x 7)
-# in 0.72 against 1.06, while every 64-wide vector tile (4, 8, 16 and 32 rows) and 8 x 128 lost to the column
-# form, by up to 3.7x (eval/runs/push-h200-s41/NOTES.md).
+# Output rows at least this wide take the vector form of the loads (templates/columns.py) in tiles of 2 rows by
+# up to 256 columns, a warp per 128 outputs (a lane's 4 columns one aligned load). On the H200 (development
+# timings, eval/runs/push-h200-s41/NOTES.md), L1/84 (3 x 3 over 510-wide rows) and L1/85 (3 x 7 over 250):
+# 2 x 256 3.56 and 0.457 ms, 2 x 128 3.75 and 0.469, 4 x 128 4.28 and 0.72, 1 x 512 4.19 and 0.53, against the
+# column form's 4.59 and 1.06 (8 x 64; 4.24 and 1.06 at 4 x 128); taller tiles lost, every 64-wide vector tile
+# (4 to 32 rows) by up to 3.7x, so narrower rows keep the column form.
 VECTOR_MIN_WIDTH = 128
 
 
 def default_params(oh: int, ow: int) -> dict[str, Any]:
     """About 512 outputs per program, the tile as wide as the row allows so loads stay contiguous."""
     if ow >= VECTOR_MIN_WIDTH:
-        return {"BLOCK_H": min(next_pow2(oh), 4), "BLOCK_W": 128, "num_warps": 4, "vector": True}
+        block_w = min(256, next_pow2(ow))
+        return {"BLOCK_H": min(next_pow2(oh), 2), "BLOCK_W": block_w, "num_warps": block_w * 2 // 128, "vector": True}
     block_w = min(64, next_pow2(ow))
     block_h = min(next_pow2(oh), max(1, 512 // block_w))
     return {"BLOCK_H": block_h, "BLOCK_W": block_w, "num_warps": 4, "vector": False}

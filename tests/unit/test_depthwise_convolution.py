@@ -45,10 +45,10 @@ def test_vector_form_over_several_column_tiles(kernel, padding):
 
 
 def test_wide_rows_take_the_vector_form_by_default():
-    """Rows of 128 outputs or more: the vector form in tiles of 4 x 128 (the ragged last tile of 137); narrower
-    rows keep the column form."""
+    """Rows of 128 outputs or more: the vector form in tiles of 2 x 256 (the last rows and columns ragged);
+    narrower rows keep the column form."""
     wide = check(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 137)), ["depthwise_convolution"])
-    assert wide.params["_depthwise_conv_0"] == {"BLOCK_H": 4, "BLOCK_W": 128, "num_warps": 4, "vector": True}
+    assert wide.params["_depthwise_conv_0"] == {"BLOCK_H": 2, "BLOCK_W": 256, "num_warps": 4, "vector": True}
     narrow = build_candidate(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 100)), ["depthwise_convolution"])
     assert narrow.params["_depthwise_conv_0"]["vector"] is False and "tl.split" not in narrow.source
 
