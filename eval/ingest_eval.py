@@ -3,7 +3,7 @@
     python -m kskill.eval.ingest_eval [--half heldout14|heldout13|heldout12|heldout11|heldout10|heldout9|heldout8|heldout7|heldout6c|heldout6b|heldout6|heldout5c|heldout5b|heldout5|heldout4b|heldout4|heldout3|heldout2|tune|all]
                                       [--extra-corpus DIR]
                                       [--sample 40] [--pdf-copies 4] [--extractor learned|precision|sense|rules]
-                                      [--json OUT]
+                                      [--reverse] [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
@@ -12,7 +12,9 @@ embedding model and the vector index, per-file transactions), as `kskill ingest 
   documents kept outside the repository, listed in corpus/SOURCES.md, are read from `--extra-corpus DIR`), the source
   metadata, whether each document whose subject the built-in base has gave it
   evidence, and a seeded random sample of extracted items with their supporting sentences, for a
-  person to judge precision (a correct item an expert did not list is not an error).
+  person to judge precision (a correct item an expert did not list is not an error). `--reverse` ingests the
+  documents in the opposite order: the figures must not change (a later document's evidence for a node an earlier
+  one proposed counts as that document's proposal).
 - the development set (../shared/corpus, labels.yaml): precision and recall of claim triples.
 - throughput: PDF pages per second over copies of every corpus PDF; loading the model and building
   the first index are timed apart.
@@ -93,14 +95,16 @@ def ingest_paths(paths: list[Path], extractor: str = "learned") -> dict[str, Any
     return {"files": {Path(f.path).name: f for f in report.files}, "seconds": seconds, "pages": report.totals()["pages"]}
 
 
-def corpus_results(half: str, sample: int, seed: int, extra: list[Path] = (), extractor: str = "learned") -> dict[str, Any]:
+def corpus_results(half: str, sample: int, seed: int, extra: list[Path] = (), extractor: str = "learned",
+                   reverse: bool = False) -> dict[str, Any]:
     labels = load_corpus_labels(CORPUS_LABELS)
     chosen = [lab for lab in labels.values() if lab.half == half or (half == "all" and lab.half in TUNE_HALVES)]
     absent = []
     if half == "all":  # the pooled tune material goes on without a document nobody could rebuild; the report names it
         absent = [lab.name for lab in chosen if not _find(lab.name, extra)]
         chosen = [lab for lab in chosen if lab.name not in absent]
-    run = ingest_paths([corpus_file(lab.name, extra) for lab in chosen], extractor)
+    paths = [corpus_file(lab.name, extra) for lab in chosen]
+    run = ingest_paths(paths[::-1] if reverse else paths, extractor)
     rows = {name: f.triples for name, f in run["files"].items()}
     scores = recall(chosen, rows)
     metadata = {lab.name: _metadata(lab, run["files"][lab.name]) for lab in chosen}
@@ -233,12 +237,15 @@ def main() -> None:
                         help="learned: the scorer without the opt-in filters (learned-10); precision or sense: with "
                              "the precision model (precision-10) or the sense check (sense-8); rules: the rules alone "
                              "(rules-9), for side-by-side figures")
+    parser.add_argument("--reverse", action="store_true",
+                        help="ingest the corpus documents in the opposite order (a check: recall must not change)")
     args = parser.parse_args()
     extractor = args.extractor
     results: dict[str, Any] = {"corpus": []}
     halves = [] if args.half == "none" else [args.half]
     for half in halves:
-        results["corpus"].append(corpus_results(half, args.sample, args.seed, args.extra_corpus, extractor))
+        results["corpus"].append(corpus_results(half, args.sample, args.seed, args.extra_corpus, extractor,
+                                                args.reverse))
     if args.dev and DEV_CORPUS.is_dir():
         results["dev"] = dev_results(extractor)
     if args.pdf_copies:

@@ -5,6 +5,11 @@ claim edges, gains, figures, proposals, or either of two readings. A file's extr
 list of claim rows the pipeline reports (`FileReport.triples`). Recall is the share of items
 found; the extracted items themselves are judged by a person from a printed sample, since a
 correct extraction an expert did not think of is not an error.
+
+A proposal (and an edge or a gain whose side is given by {match: ...}) is found in a file's rows
+when a side is a proposed node of that kind and name: one the file proposes, or one an earlier
+file proposed and this file gives evidence to (the pipeline reports both alike). Scores are the
+same whatever the order in which the documents were ingested.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ def _by_ids(labels: tuple[str, ...], tail: str) -> str:
 
 SKILL_NODES = (
     f"MATCH (n) WHERE {_SKILL_MATCH} AND (n.status IS NULL OR n.status <> 'rejected') "
-    "RETURN labels(n)[0] AS kind, n.id AS id, n.name AS name, n.description AS description ORDER BY id"
+    "RETURN labels(n)[0] AS kind, n.id AS id, n.name AS name, n.description AS description, n.status AS status "
+    "ORDER BY id"
 )
 METRIC_TEXTS = "MATCH (m:Metric) RETURN m.id AS id, m.name AS name, m.description AS description ORDER BY id"
 METRIC_NAMES = "MATCH (m:Metric) RETURN m.id AS id, m.type AS type ORDER BY id"

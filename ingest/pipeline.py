@@ -138,7 +138,7 @@ class Ingestor:
                     return report
                 report.reason = f"re-read: extracted by {held[0]['extractor']}, now {version}"
             plan = self.plan(doc, uri, report.note, version)
-            report.triples = [_triple_row(c, set(plan.new_nodes)) for c in plan.claims]
+            report.triples = [_triple_row(c, self.resolver.proposed) for c in plan.claims]
             report.source = {"kind": plan.source.kind, "title": plan.source.title, "authors": plan.source.authors}
             nodes, edges = existing(self.store, plan)
             report.counts = plan.counts(nodes, edges)
@@ -170,7 +170,10 @@ class Ingestor:
         return plan_file(source, resolved)
 
 
-def _triple_row(claim: Claim, new: set[str]) -> dict[str, Any]:
+def _triple_row(claim: Claim, proposed: set[str]) -> dict[str, Any]:
+    """A claim as the report lists it. A side that is a proposal (a node new to the base, whether this file or an
+    earlier one proposed it) carries the kind and name this file gives it: what a file says does not depend on the
+    order in which files are read (the counts tell created from merged nodes)."""
     subject, relation, obj = claim.triple
     row = {"subject": subject, "relation": relation, "object": obj, "confidence": claim.confidence,
            "extractor": claim.extractor, "quote": claim.evidence.quote, "location": claim.evidence.location,
@@ -180,7 +183,7 @@ def _triple_row(claim: Claim, new: set[str]) -> dict[str, Any]:
     if claim.figures:
         row["figures"] = list(claim.figures)
     for side, ref in (("subject", claim.subject), ("object", claim.object)):
-        if hasattr(ref, "kind") and getattr(ref, "id", "") in new:
+        if hasattr(ref, "kind") and getattr(ref, "id", "") in proposed:
             row[f"{side}_proposed"] = {"kind": ref.kind, "name": ref.name, "nearest": list(ref.nearest)}
     if isinstance(claim.object, Condition) and claim.object.status == "proposed":
         row["object_proposed"] = {"kind": "Condition", "name": claim.object.text, "nearest": []}

@@ -2,7 +2,9 @@
 
 Order of evidence: an exact id, an exact name (case and punctuation aside), then retrieval's
 calibrated "same entity" score over nodes of the same kind. A candidate none of these places
-becomes a new node with status `proposed`, whose id is its name in snake case.
+becomes a new node with status `proposed`, whose id is its name in snake case. The resolver
+remembers which nodes are proposals (held as such by the graph, or proposed since), so that a
+later mention of a proposal is known for one, whichever file proposed it first.
 """
 
 from __future__ import annotations
@@ -31,8 +33,11 @@ class Resolver:
     def __init__(self, nodes: Iterable[Mapping[str, str]], retriever: Retriever | None = None):
         self.kinds: dict[str, str] = {}
         self.by_name: dict[tuple[str, str], str] = {}
+        self.proposed: set[str] = set()  # ids of nodes awaiting review, new to the base
         for node in nodes:
             self._know(node["id"], node["kind"], node.get("name") or "")
+            if node.get("status") == "proposed":
+                self.proposed.add(node["id"])
         self.retriever = retriever
 
     def _know(self, node_id: str, kind: str, name: str) -> None:
@@ -55,6 +60,7 @@ class Resolver:
                 return Resolution(_with_id(ref, hits[0].id), merged=True, score=hits[0].score)
         new_id = self._free_id(ref.id or slug(ref.name), ref.kind)
         self._know(new_id, ref.kind, ref.name)  # a second mention in the same run merges into it
+        self.proposed.add(new_id)
         return Resolution(_with_id(ref, new_id), merged=False)
 
     def _free_id(self, base: str, kind: str) -> str:

@@ -45,3 +45,12 @@ def test_retrieval_same_entity_score_merges_a_paraphrase():
 def test_slug():
     assert slug("Stream-K: work-centric GEMM!") == "stream_k_work_centric_gemm"
     assert slug("???") == "unnamed"
+
+
+def test_proposals_the_graph_holds_and_those_proposed_since_are_known_for_proposals():
+    held = {"id": "stream_k_decomposition", "kind": "Technique", "name": "Stream-K", "status": "proposed"}
+    r = Resolver([*NODES, held])
+    assert r.resolve(EntityRef("Technique", name="stream-k")).ref.id in r.proposed
+    new = r.resolve(EntityRef("Technique", name="Warp braiding"))
+    assert not new.merged and r.proposed == {"stream_k_decomposition", "warp_braiding"}
+    assert r.resolve(EntityRef("Technique", name="CUDA graph capture")).ref.id not in r.proposed
