@@ -25,8 +25,8 @@ step() {  # step NAME SECONDS COMMAND...: output to $OUT/logs/NAME.txt, shown
 [ -n "$NCU" ] && step ncu 150 ncu --kernel-name regex:_pool --launch-skip 2 --launch-count 1 --section SpeedOfLight \
   --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats \
   --section SourceCounters python3 -P $D/pool_ncu.py
-[ -n "$TESTS" ] && (cd /tmp && step tests 240 python3 -P -m pytest -q -p no:cacheprovider -m gpu "$R/tests/gpu/test_recipes_gpu.py" -k "$TESTS")
-[ -n "$SANI" ] && step sanitizer 150 compute-sanitizer --tool memcheck --print-limit 20 python3 -P $D/sani41.py
+[ -n "$SANI" ] && step sanitizer ${SANI_S:-150} compute-sanitizer --tool memcheck --print-limit 20 python3 -P $D/sani41.py
+[ -n "$TESTS" ] && (cd /tmp && step tests ${TESTS_S:-240} python3 -P -m pytest -q -p no:cacheprovider -m gpu "$R/tests/gpu/test_recipes_gpu.py" -k "$TESTS")
 if [ -n "$ONLY" ] && [ $SECONDS -lt $STOP ]; then
   ARGS=(); for f in $ONLY; do ARGS+=(--filter "$f"); done
   mkdir -p $OUT/rows; (while sleep 10; do cp -u $S/eval/rows/*.json $OUT/rows/ 2>/dev/null; done) & COPIER=$!
