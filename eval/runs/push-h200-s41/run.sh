@@ -1,8 +1,8 @@
 #!/bin/bash
 # #15, session 41, on the GPU machine from the checkout's root (.whl, .kb carried). Development steps first:
 #   SAND=1: sand41.py (L2/38's kept module in and out of the eval's sandbox); T38=1: timing38.py (the same module
-#   under the worker's timing, alone and beside the others); POOL=1, DW=1, DW2=1: pool_dev.py (the vector form of the rolled pooling, of the depthwise convolution); REREAD=1: reread_dev.py (the
-#   norms' streamed pipelined form); NCU=1: pool_ncu.py under Nsight Compute; TESTS=EXPR: recipe-suite GPU
+#   under the worker's timing, alone and beside the others); POOL=1, DW=1, DW2=1: pool_dev.py (the vector form of the rolled pooling, of the depthwise convolution); REREAD=1: push-h200-s40/reread_dev.py (the
+#   norms' streamed pipelined form); NCU=1: push-h200-s40/pool_ncu.py under Nsight Compute; TESTS=EXPR: recipe-suite GPU
 #   tests matching EXPR; SANI=1: compute-sanitizer memcheck over sani41.py;
 #   then `kskill eval` over the rows in ONLY (none by default), resumable from a state archive. Keep LIMIT well
 #   inside the session's GPU budget: a call cut short returns only what is under $OUT.
@@ -17,14 +17,14 @@ step() {  # step NAME SECONDS COMMAND...: output to $OUT/logs/NAME.txt, shown
   echo "$name rc=$? at ${SECONDS}s"; tail -${TAIL:-60} $OUT/logs/$name.txt
 }
 [ -n "$SAND" ] && step sand 200 python3 -P $D/sand41.py
-[ -n "$REREAD" ] && step reread 300 python3 -P $D/reread_dev.py
+[ -n "$REREAD" ] && step reread 300 python3 -P $R/eval/runs/push-h200-s40/reread_dev.py
 [ -n "$T38" ] && step timing38 150 python3 -P $D/timing38.py
 [ -n "$POOL" ] && step pool 200 python3 -P $D/pool_dev.py pool
 [ -n "$DW" ] && step dw 200 python3 -P $D/pool_dev.py dw
 [ -n "$DW2" ] && step dw2 200 python3 -P $D/pool_dev.py dw2
 [ -n "$NCU" ] && step ncu 150 ncu --kernel-name regex:_pool --launch-skip 2 --launch-count 1 --section SpeedOfLight \
   --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats \
-  --section SourceCounters python3 -P $D/pool_ncu.py
+  --section SourceCounters python3 -P $R/eval/runs/push-h200-s40/pool_ncu.py
 [ -n "$SANI" ] && step sanitizer ${SANI_S:-150} compute-sanitizer --tool memcheck --print-limit 20 python3 -P $D/sani41.py
 [ -n "$TESTS" ] && (cd /tmp && step tests ${TESTS_S:-240} python3 -P -m pytest -q -p no:cacheprovider -m gpu "$R/tests/gpu/test_recipes_gpu.py" -k "$TESTS")
 if [ -n "$ONLY" ] && [ $SECONDS -lt $STOP ]; then
