@@ -123,8 +123,8 @@ def _vector_taps(x_ptr: str, w_ptr: str, groups: list[int], kw: int, sw: int, pw
 def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     g = region.extra["geometry"]
     anchor = region.anchor
-    p = {**default_params(g["oh"], g["ow"]), **{k: v for k, v in params.items()
-                                               if k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector")}}
+    p = {**default_params(g["oh"], g["ow"]), "tile_major": False,
+         **{k: v for k, v in params.items() if k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major")}}
     io = FusedIO(region, graph)
     x_ptr = io.add(g["x"])
     w_ptr = io.add(Attr(f"{anchor.module}.weight"))
@@ -133,8 +133,11 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = g["kernel"], g["stride"], g["padding"], g["dilation"]
     groups = column_groups(kw, sw, pw, dw)
     p["vector"] = bool(p["vector"] and groups) and p["BLOCK_W"] % VECTOR == 0
-    body = [f"plane = {program_id(0, io.wide)}", f"tile = {program_id(1, io.wide)}",
-            "n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
+    if p["tile_major"]:  # one grid axis, a plane's tiles consecutive: neighbouring tiles share their halo rows in L2
+        place = [f"job = {program_id(0, io.wide)}", "plane = job // TILES", "tile = job % TILES"]
+    else:  # planes on axis 0: the programs in flight together hold the same tile of different planes
+        place = [f"plane = {program_id(0, io.wide)}", f"tile = {program_id(1, io.wide)}"]
+    body = place + ["n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
             "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)"]
     body += _vector_taps(x_ptr, w_ptr, groups, kw, sw, pw, dw) if p["vector"] else _tap_loop(x_ptr, w_ptr)
     if b_ptr is not None:
@@ -144,13 +147,18 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     body += io.store_result("acc", "offs", "mask")
     sizes = {"C_OUT": g["c_out"], "CIN_G": g["cin_g"], "COUT_G": g["cout_g"], "H": g["h"], "W": g["w"],
              "OH": g["oh"], "OW": g["ow"], "KH": kh, "KW": kw, "SH": sh, "SW": sw, "PH": ph, "PW": pw,
-             "DH": dh, "DW": dw}
+             "DH": dh, "DW": dw, **({"TILES": _tiles(g, p)} if p["tile_major"] else {})}
     constexprs = ", ".join(f"{k}: tl.constexpr" for k in (*sizes, "BLOCK_H", "BLOCK_W"))
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['sxn', 'sxc', 'sxh', 'sxw'])}, {constexprs}):\n"
               f'    """{anchor.name}: {"depthwise" if g["cin_g"] == 1 else "grouped"} 2-d convolution, '
               f'{g["cin_g"]} input channel(s) per group, as a direct stencil in fp32."""\n{indent(body, 4)}\n')
     return io.unit(name, kernel, _launcher(name, io, g, sizes, p),
-                   {k: p[k] for k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector")})
+                   {k: p[k] for k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major")})
+
+
+def _tiles(g: dict[str, Any], p: dict[str, Any]) -> int:
+    """Output tiles of one (n, oc) plane."""
+    return -(-g["oh"] // p["BLOCK_H"]) * -(-g["ow"] // p["BLOCK_W"])
 
 
 def _launcher(name: str, io: FusedIO, g: dict[str, Any], sizes: dict[str, int], p: dict[str, Any]) -> str:
@@ -160,10 +168,11 @@ def _launcher(name: str, io: FusedIO, g: dict[str, Any], sizes: dict[str, int], 
     src += [f"    {arg_name(o)} = {prepare(o, io.graph)}" for o in io.operands if o != g["x"]]
     outs = io.outputs()
     src += [f"    out{i} = {alloc(tuple(node.shape), node.dtype, x)}" for i, node in enumerate(outs)]
-    tiles = -(-g["oh"] // p["BLOCK_H"]) * -(-g["ow"] // p["BLOCK_W"])
+    planes, tiles = g["n"] * g["c_out"], _tiles(g, p)
+    grid = f"({planes * tiles},)" if p["tile_major"] else f"({planes}, {tiles})"
     args = [arg_name(o) for o in io.operands] + [f"{x}.stride({d})" for d in range(4)] + [f"out{i}" for i in range(len(outs))]
     consts = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    src.append(f"    {name}_kernel[({g['n'] * g['c_out']}, {tiles})]({', '.join(args)}, {consts}, "
+    src.append(f"    {name}_kernel[{grid}]({', '.join(args)}, {consts}, "
                f"BLOCK_H={p['BLOCK_H']}, BLOCK_W={p['BLOCK_W']}, num_warps={p['num_warps']})")
     src.append(f"    return {', '.join(f'out{i}' for i in range(len(outs)))}")
     return "\n".join(src) + "\n"

@@ -36,19 +36,23 @@ def test_matches_conv2d(c_in, c_out, groups, kernel, stride, padding, dilation, 
     assert ("tl.split" in cand.source) == vector
 
 
+@pytest.mark.parametrize("tile_major", [False, True])  # False: the default grid, planes on axis 0
 @pytest.mark.parametrize("kernel,padding", [((3, 7), 0), (3, 1)])
-def test_vector_form_over_several_column_tiles(kernel, padding):
-    """Rows wider than a tile (70 outputs: a second, ragged tile of 64) in the vector form."""
-    src = _conv_problem(3, 3, 3, kernel, padding=padding, shape=(1, None, 6, 76))
-    cand = check(src, ["depthwise_convolution"], {"BLOCK_H": 4, "vector": True})
+def test_vector_form_over_several_column_tiles(kernel, padding, tile_major):
+    """Rows wider than a tile (70 outputs: a second, ragged tile of 64) in the vector form; with the grid
+    either way round."""
+    src = _conv_problem(3, 3, 3, kernel, padding=padding, shape=(2, None, 6, 76))
+    cand = check(src, ["depthwise_convolution"], {"BLOCK_H": 4, "vector": True, "tile_major": tile_major})
     assert cand.params["_depthwise_conv_0"]["vector"] is True
+    assert ("job % TILES" in cand.source) == tile_major
 
 
 def test_wide_rows_take_the_vector_form_by_default():
     """Rows of 128 outputs or more: the vector form in tiles of 2 x 256 (the last rows and columns ragged);
     narrower rows keep the column form."""
     wide = check(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 137)), ["depthwise_convolution"])
-    assert wide.params["_depthwise_conv_0"] == {"BLOCK_H": 2, "BLOCK_W": 256, "num_warps": 4, "vector": True}
+    assert wide.params["_depthwise_conv_0"] == {"BLOCK_H": 2, "BLOCK_W": 256, "num_warps": 4, "vector": True,
+                                                "tile_major": False}
     narrow = build_candidate(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 100)), ["depthwise_convolution"])
     assert narrow.params["_depthwise_conv_0"]["vector"] is False and "tl.split" not in narrow.source
 

@@ -2,7 +2,7 @@
 columns from aligned 4-column loads, taken apart in registers) against the column form (one load per window
 offset): `pool`, the development set's rolled pools over block widths, warps, rows and unrolling; `dw`, its
 depthwise convolutions over tile shapes. Run from the checkout's root on the GPU machine after
-eval/runs/setup_gpu.sh: python3 -P eval/runs/push-h200-s41/pool_dev.py [pool|dw|dw2]"""
+eval/runs/setup_gpu.sh: python3 -P eval/runs/push-h200-s41/pool_dev.py [pool|dw|dw2|dw3]"""
 import importlib.util, sys, tempfile
 import torch, triton
 from kskill.agents.recipes.builder import build_candidate
@@ -27,9 +27,15 @@ DW2 = {  # around the tile chosen after DW (4 x 128, 4 warps, the vector form: t
               {"BLOCK_H": 8}, {"BLOCK_H": 2, "BLOCK_W": 256}, {"BLOCK_H": 1, "BLOCK_W": 512},
               {"BLOCK_H": 4, "BLOCK_W": 256, "num_warps": 8}, {"vector": False}]
     for problem in DW}
+DW3 = {  # for the next session: the grid with a plane's tiles consecutive (tile_major) against planes on axis 0
+    problem: [dict(form, tile_major=major) for form in ({"vector": False, "BLOCK_H": 8, "BLOCK_W": 64}, {},
+                                                        {"BLOCK_H": 8, "BLOCK_W": 64}, {"BLOCK_H": 4, "BLOCK_W": 128},
+                                                        {"BLOCK_H": 8, "BLOCK_W": 256, "num_warps": 8})
+              for major in (False, True)]
+    for problem in DW}
 WHICH = sys.argv[1] if len(sys.argv) > 1 else "pool"
 RECIPE, FORMS = {"pool": ("fused_pooling", POOL), "dw": ("depthwise_convolution", DW),
-                 "dw2": ("depthwise_convolution", DW2)}[WHICH]
+                 "dw2": ("depthwise_convolution", DW2), "dw3": ("depthwise_convolution", DW3)}[WHICH]
 
 
 def load(path, name):

@@ -1,7 +1,7 @@
 #!/bin/bash
 # #15, session 41, on the GPU machine from the checkout's root (.whl, .kb carried). Development steps first:
 #   SAND=1: sand41.py (L2/38's kept module in and out of the eval's sandbox); T38=1: timing38.py (the same module
-#   under the worker's timing, alone and beside the others); POOL=1, DW=1, DW2=1: pool_dev.py (the vector form of the rolled pooling, of the depthwise convolution); REREAD=1: push-h200-s40/reread_dev.py (the
+#   under the worker's timing, alone and beside the others); POOL=1, DW=1, DW2=1, DW3=1: pool_dev.py (the vector form of the rolled pooling, of the depthwise convolution); REREAD=1: push-h200-s40/reread_dev.py (the
 #   norms' streamed pipelined form); NCU=1: push-h200-s40/pool_ncu.py under Nsight Compute; TESTS=EXPR: recipe-suite GPU
 #   tests matching EXPR; SANI=1: compute-sanitizer memcheck over sani41.py;
 #   then `kskill eval` over the rows in ONLY (none by default), resumable from a state archive. Keep LIMIT well
@@ -22,6 +22,7 @@ step() {  # step NAME SECONDS COMMAND...: output to $OUT/logs/NAME.txt, shown
 [ -n "$POOL" ] && step pool 200 python3 -P $D/pool_dev.py pool
 [ -n "$DW" ] && step dw 200 python3 -P $D/pool_dev.py dw
 [ -n "$DW2" ] && step dw2 200 python3 -P $D/pool_dev.py dw2
+[ -n "$DW3" ] && step dw3 200 python3 -P $D/pool_dev.py dw3
 [ -n "$NCU" ] && step ncu 150 ncu --kernel-name regex:_pool --launch-skip 2 --launch-count 1 --section SpeedOfLight \
   --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats \
   --section SourceCounters python3 -P $R/eval/runs/push-h200-s40/pool_ncu.py
