@@ -138,7 +138,7 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     else:  # planes on axis 0: the programs in flight together hold the same tile of different planes
         place = [f"plane = {program_id(0, io.wide)}", f"tile = {program_id(1, io.wide)}"]
     body = place + ["n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
-            "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)"]
+                    "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)"]
     body += _vector_taps(x_ptr, w_ptr, groups, kw, sw, pw, dw) if p["vector"] else _tap_loop(x_ptr, w_ptr)
     if b_ptr is not None:
         body.append(f"acc += tl.load({b_ptr} + oc).to(tl.float32)")

@@ -85,6 +85,8 @@ GROUP_MIN_SPLIT = 16
 PIPE_MIN_SPLIT = 32
 PIPE_LONG_MIN_SPLIT = 128
 PIPE_CHUNKS = (2048, 8192)
+
+
 class Split(NamedTuple):
     split: int  # programs a row
     block: int  # elements of a chunk
