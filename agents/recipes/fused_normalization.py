@@ -28,7 +28,7 @@ from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import first_operand, is_float
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.batch_norm import (
-    CHAN_MERGE, PARTS_MERGE, TILE_STATS, batch_norm_unit, load_parts, tile_stats)
+    CHAN_MERGE, PARTS_MERGE, TILE_STATS, batch_norm_unit, load_parts)
 from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.exchange import (
