@@ -24,6 +24,8 @@ _VERB = re.compile(
     r"\b(?i:don|doesn|isn|aren|can|won|didn)[’']t\b|"
     r"\b[a-z]{3,}(?:es|ed|ing)\b|->|→|=|\d+(?:\.\d+)?\s*(?:x|×|%)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
+# Where a clause opens: the sentence's start (after a list mark) or a label's colon ("Level 03: Use shared memory").
+_CLAUSE_OPENING = re.compile(r"(?:^|:\s+)[^A-Za-z]*[A-Z](?=[a-z])")
 
 
 @dataclass(frozen=True)
@@ -96,4 +98,19 @@ def is_statement(text: str) -> bool:
     """A sentence that can state a claim: some words and a verb (or an arrow, a comparison, a factor),
     not a bare title such as "CUTLASS and FlashAttention-3"."""
     words = _WORD.findall(text)
-    return len(words) >= 5 and _VERB.search(text) is not None
+    if len(words) < 5:
+        return False
+    return _VERB.search(text) is not None or (_sentence_case(words) and _VERB.search(_openings_lowered(text)) is not None)
+
+
+def _sentence_case(words: list[str]) -> bool:
+    """Most longer words past the first in lower case: a sentence, not a title ("Reduce Memory Traffic With Fusion")."""
+    longer = [w for w in words[1:] if len(w) > 3 and w.isalpha()]
+    return bool(longer) and 2 * sum(w[0].islower() for w in longer) >= len(longer)
+
+
+def _openings_lowered(text: str) -> str:
+    """The text with each clause's opening capital in lower case: _VERB's verbs are lower-case words (so that a
+    title's capitalised words are no verbs), and an imperative opens with a capital ("Run a few warmup iterations
+    (e.g., 5-10) to stabilize GPU temperature", "Lock GPU frequencies (SM and memory frequencies) with nvidia-smi")."""
+    return _CLAUSE_OPENING.sub(lambda m: m.group(0).lower(), text)
