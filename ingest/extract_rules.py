@@ -226,19 +226,30 @@ class RuleExtractor:
         headings = [self.linker.mentions(title) for title in reversed(passage.headings)]
         heading_text = " > ".join(passage.headings)
         previous: list = []
+        lead = ""  # the line ending in a colon that opens the list the sentence is an item of
         for sentence in passage.sentences:
             named = self.linker.mentions(sentence.text)
+            item = in_item(doc.text, sentence.start)
             if is_statement(sentence.text):
                 label = item_label(doc.text, sentence.start)
                 yield SentenceView(sentence.text, Span(sentence.text, doc.location(sentence.start)), named,
                                    headings, previous, about, heading_text,
-                                   self.linker.mentions(label) if label else []), sentence.start
+                                   self.linker.mentions(label) if label else [], lead if item else ""), sentence.start
             previous = named
+            lead = sentence.text if sentence.text.rstrip().endswith(":") else lead if item else ""
 
 
+# What opens a list item: a bullet or a number.
+ITEM_MARK = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+")
 # The label that opens a list item: "- **Cache hints:** Using ... improves L2 hit rates" (the loader blanks the bold
 # marks, so the label is what comes before the item's first colon).
-ITEM_LABEL = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+(?:\*\*)?([^:.*\n]{2,60}?)[ \t]*(?:\*\*)?:(?:\*\*)?(?=\s)")
+ITEM_LABEL = re.compile(ITEM_MARK.pattern + r"(?:\*\*)?([^:.*\n]{2,60}?)[ \t]*(?:\*\*)?:(?:\*\*)?(?=\s)")
+
+
+def in_item(text: str, at: int) -> bool:
+    """Whether position `at` of the document is on a line that opens a list item ("1. Run a few warmup iterations
+    ... for statistical significance")."""
+    return ITEM_MARK.match(text, text.rfind("\n", 0, at) + 1) is not None
 
 
 def item_label(text: str, at: int) -> str:
@@ -273,7 +284,7 @@ def _stated(claims: list[Claim], view: SentenceView, title: str = "") -> list[Cl
     if PURPOSE.search(view.text):  # "..., to minimize the number of transactions" goes on from the previous sentence
         context += view.previous
     headed = frozenset(m.id for m in context)
-    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.heading_text)]
+    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.context_text)]
 
 
 def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:

@@ -211,3 +211,21 @@ def test_a_claim_far_by_meaning_from_its_node_is_dropped():
     assert not far_by_meaning(claim("SUPPORTS", 0.4))
     assert not far_by_meaning(claim("SUPPORTS", None)) and not far_by_meaning(claim("SUPPORTS", 0.0))  # not read
     assert not far_by_meaning(claim("SUPPORTS", 0.1, node=""))  # a proposal has no text of its own to compare
+
+
+def test_a_lists_lead_line_about_measuring_is_each_items_context(extractor, tmp_path):
+    """learned-11: "For reliable measurements:" above "2. Execute multiple timed iterations ..." makes the item
+    measurement advice, as a measurement heading would; the same item under a list about something else states none."""
+    item = "2. Execute multiple timed iterations for statistical significance\n"
+    measured = triples(extractor, tmp_path, "# Tuning\n\nFor stable and reliable performance measurements:\n\n"
+                       f"1. Pick the tile sizes to try for the kernel\n{item}")
+    assert ("measure_repetitions", "SUPPORTS", "") in measured
+    other = triples(extractor, tmp_path, "# Tuning\n\nFor the tile sizes of the kernel:\n\n"
+                    f"1. Pick the tile sizes to try for the kernel\n{item}")
+    assert ("measure_repetitions", "SUPPORTS", "") not in other
+
+
+def test_a_capitalised_imperative_item_is_read(extractor, tmp_path):
+    """learned-11: "Run a few warmup iterations ..." opens with its only verb, in capitals: still a statement."""
+    found = triples(extractor, tmp_path, "# Tuning\n\n1. Run a few warmup iterations of the benchmark first\n")
+    assert ("measure_warmup", "SUPPORTS", "") in found
