@@ -24,3 +24,11 @@ def test_an_imperative_opening_with_a_capital_is_a_statement(text):
 ])
 def test_titles_and_fragments_stay_no_statements(text):
     assert not is_statement(text)
+
+
+@pytest.mark.parametrize("text", [
+    "Writing GEMV in Python with the cute kernel decorators",  # a gerund opening a slide title
+    "Chunked vocab iteration : The kernel over vocabulary in chunks",  # a label whose first word only looks like a verb
+])
+def test_only_a_verbs_bare_form_opens_an_imperative(text):
+    assert not is_statement(text)
