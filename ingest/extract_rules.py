@@ -45,6 +45,10 @@ learned-10 (eval/ingest/runs/candidates-session40.md) proposes more: every facto
 them are proposals (claimants.py): introduced in lower case ("known as loop tiling"), spelled out before an acronym,
 the means or the subject of a stated benefit or factor ("by utilizing Matrix Cores", "QServe achieves 1.2x-1.4x higher
 throughput"), defined as a kind of method, and (weak, for the scorer) a phrase ending in a technique's head noun.
+learned-11 (eval/ingest/runs/candidates-session41.md) reads measurement advice in lists: an imperative whose only verb
+opens the line with a capital is a statement ("1. Run a few warmup iterations ..."), a list's lead line ending in a
+colon is each item's context as a heading is ("For stable and reliable performance measurements:"), and a pointer
+inside a bracketed aside does not make its sentence a pointer.
 """
 
 from __future__ import annotations
