@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-10`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-8`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-9`); the default is the scorer's choice
-(`learned-10`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-11`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-9`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-10`); the default is the scorer's choice
+(`learned-11`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -45,6 +45,10 @@ learned-10 (eval/ingest/runs/candidates-session40.md) proposes more: every facto
 them are proposals (claimants.py): introduced in lower case ("known as loop tiling"), spelled out before an acronym,
 the means or the subject of a stated benefit or factor ("by utilizing Matrix Cores", "QServe achieves 1.2x-1.4x higher
 throughput"), defined as a kind of method, and (weak, for the scorer) a phrase ending in a technique's head noun.
+learned-11 (eval/ingest/runs/candidates-session41.md) reads measurement advice in lists: an imperative whose only verb
+opens the line with a capital is a statement ("1. Run a few warmup iterations ..."), a list's lead line ending in a
+colon is each item's context as a heading is ("For stable and reliable performance measurements:"), and a pointer
+inside a bracketed aside does not make its sentence a pointer.
 """
 
 from __future__ import annotations
@@ -70,12 +74,12 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-10"
+VERSION = "precision-11"
 # learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
 # candidates (eval/ingest/runs/candidates-session40.md)
-LEARNED_VERSION = "learned-10"
-SENSE_VERSION = "sense-8"  # learned-10 and the sense check (sense.py)
-RULES_VERSION = "rules-9"  # the rules alone, when no scorer is used
+LEARNED_VERSION = "learned-11"
+SENSE_VERSION = "sense-9"  # learned-11 and the sense check (sense.py)
+RULES_VERSION = "rules-10"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:
@@ -226,19 +230,30 @@ class RuleExtractor:
         headings = [self.linker.mentions(title) for title in reversed(passage.headings)]
         heading_text = " > ".join(passage.headings)
         previous: list = []
+        lead = ""  # the line ending in a colon that opens the list the sentence is an item of
         for sentence in passage.sentences:
             named = self.linker.mentions(sentence.text)
+            item = in_item(doc.text, sentence.start)
             if is_statement(sentence.text):
                 label = item_label(doc.text, sentence.start)
                 yield SentenceView(sentence.text, Span(sentence.text, doc.location(sentence.start)), named,
                                    headings, previous, about, heading_text,
-                                   self.linker.mentions(label) if label else []), sentence.start
+                                   self.linker.mentions(label) if label else [], lead if item else ""), sentence.start
             previous = named
+            lead = sentence.text if sentence.text.rstrip().endswith(":") else lead if item else ""
 
 
+# What opens a list item: a bullet or a number.
+ITEM_MARK = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+")
 # The label that opens a list item: "- **Cache hints:** Using ... improves L2 hit rates" (the loader blanks the bold
 # marks, so the label is what comes before the item's first colon).
-ITEM_LABEL = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+(?:\*\*)?([^:.*\n]{2,60}?)[ \t]*(?:\*\*)?:(?:\*\*)?(?=\s)")
+ITEM_LABEL = re.compile(ITEM_MARK.pattern + r"(?:\*\*)?([^:.*\n]{2,60}?)[ \t]*(?:\*\*)?:(?:\*\*)?(?=\s)")
+
+
+def in_item(text: str, at: int) -> bool:
+    """Whether position `at` of the document is on a line that opens a list item ("1. Run a few warmup iterations
+    ... for statistical significance")."""
+    return ITEM_MARK.match(text, text.rfind("\n", 0, at) + 1) is not None
 
 
 def item_label(text: str, at: int) -> str:
@@ -273,7 +288,7 @@ def _stated(claims: list[Claim], view: SentenceView, title: str = "") -> list[Cl
     if PURPOSE.search(view.text):  # "..., to minimize the number of transactions" goes on from the previous sentence
         context += view.previous
     headed = frozenset(m.id for m in context)
-    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.heading_text)]
+    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.context_text)]
 
 
 def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:

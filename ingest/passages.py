@@ -14,16 +14,22 @@ from .loaders import Document
 from .segment import Sentence, sentence_blocks
 
 MAX_PASSAGE_CHARS = 700  # about 150 tokens: what the embedding model reads well, and cheap
+# Verbs, written in lower case so that a title's capitalised words are none ("Memory Access Patterns").
+_VERB_WORDS = (r"(?:need|use|make|get|take|keep|give|allow|help|let|run|reach|cause|avoid|reduce|hide|improve|require|load|"
+               r"store|compute|recompute|write|read|launch|fuse|overlap|split|pack|transpose|copy|double|save|eliminate|"
+               r"prevent|minimi|mitigat|speed|boost|fix|remov|increas|decreas|lower|limit|serializ|stall|wast|exceed|fit|"
+               r"miss|map|assign|access|issue|schedul|spill|wait|achiev|deliver|outperform|support|provide|enable|lead|"
+               r"result|become|remain|depend|determin|matter|work|apply|call|mean|cost|add|gave|give|hurt|slow|wins?\b)")
 _VERB = re.compile(
     r"\b(?i:is|are|was|were|be|been|being|can|could|will|would|should|must|may|might|has|have|had|do|does|did)\b|"
-    r"\b(?:need|use|make|get|take|keep|give|allow|help|let|run|reach|cause|avoid|reduce|hide|improve|require|load|store|"
-    r"compute|recompute|write|read|launch|fuse|overlap|split|pack|transpose|copy|double|save|eliminate|prevent|"
-    r"minimi|mitigat|speed|boost|fix|remov|increas|decreas|lower|limit|serializ|stall|wast|exceed|fit|miss|map|"
-    r"assign|access|issue|schedul|spill|wait|achiev|deliver|outperform|support|provide|enable|lead|result|become|"
-    r"remain|depend|determin|matter|work|apply|call|mean|cost|add|gave|give|hurt|slow|wins?\b)\w*\b|"
+    rf"\b{_VERB_WORDS}\w*\b|"
     r"\b(?i:don|doesn|isn|aren|can|won|didn)[’']t\b|"
     r"\b[a-z]{3,}(?:es|ed|ing)\b|->|→|=|\d+(?:\.\d+)?\s*(?:x|×|%)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]*")
+# A verb opening the sentence (after a list mark) or a label's colon with a capital, in its bare form or with -s: "Run a
+# few warmup iterations (e.g., 5-10) to stabilize GPU temperature", "Step two: Use the same inputs for every
+# candidate", "Uses a persistent kernel"; not "Writing GEMV in Python" nor "Chunked vocab iteration : ...".
+_IMPERATIVE = re.compile(rf"(?:^|:\s+)[^A-Za-z]*(?i:{_VERB_WORDS}(?:e|ze|se|te)?(?:e?s)?)\b")
 
 
 @dataclass(frozen=True)
@@ -96,4 +102,13 @@ def is_statement(text: str) -> bool:
     """A sentence that can state a claim: some words and a verb (or an arrow, a comparison, a factor),
     not a bare title such as "CUTLASS and FlashAttention-3"."""
     words = _WORD.findall(text)
-    return len(words) >= 5 and _VERB.search(text) is not None
+    if len(words) < 5:
+        return False
+    return _VERB.search(text) is not None or (_IMPERATIVE.search(text) is not None and _sentence_case(words))
+
+
+def _sentence_case(words: list[str]) -> bool:
+    """Most longer words past the first in lower case: a sentence, not a title ("Reduce Memory Traffic With Fusion")."""
+    longer = [w for w in words[1:] if len(w) > 3 and w.isalpha()]
+    return bool(longer) and 2 * sum(w[0].islower() for w in longer) >= len(longer)
+

@@ -131,6 +131,14 @@ class SentenceView:
     heading_text: str  # the heading path, outermost first
     # nodes the label of the list item holding the sentence names ("- **Fine-grained TMA copy - GEMM pipelining:** ...")
     label: list[Mention] = field(default_factory=list)
+    # the line ending in a colon that opens the list holding the sentence ("For stable and reliable performance
+    # measurements:" above "2. Execute multiple timed iterations ..."): context for each item, as a heading is
+    lead: str = ""
+
+    @property
+    def context_text(self) -> str:
+        """The heading path and, for a list item, the list's lead line."""
+        return " > ".join(filter(None, (self.heading_text, self.lead)))
 
     @property
     def heading(self) -> str:
@@ -205,9 +213,10 @@ class ClaimRules:
     # --- measurement advice ------------------------------------------------------------------
 
     def _measurement_context(self, view: SentenceView) -> bool:
-        """The sentence is about measuring: under a measurement heading and using measurement words, or naming
-        a protocol step while saying something else about timing ("run warm-up iterations before timing")."""
-        if MEASURE_HEADING.search(view.heading_text) and MEASURE.search(view.text):
+        """The sentence is about measuring: under a measurement heading (or a list's lead line) and using measurement
+        words, or naming a protocol step while saying something else about timing ("run warm-up iterations before
+        timing")."""
+        if MEASURE_HEADING.search(view.context_text) and MEASURE.search(view.text):
             return True
         steps = view.of_kind("ProtocolStep")
         if not steps:

@@ -2,7 +2,8 @@
 
 The claim rules and the scorer weigh cues; some readings of a sentence rule a claim out whatever the cues
 say. Each was a class of error a person found when judging extracted items on the tune documents:
-- the sentence points elsewhere ("for a deeper dive, read the paper", "see section 3", "inspired by X");
+- the sentence points elsewhere ("for a deeper dive, read the paper", "see section 3", "inspired by X"), not only in a
+  bracketed aside ("(see the accompanying laplacian.cpp)");
 - it is a line of code or a configuration field ("T.copy(A, A_shared)", "CUTLASS_FILE : path");
 - it names the node in passing: one item of a series ("loop unrolling, constant folding, CSE"), an example
   after "such as", or part of an identifier;
@@ -34,6 +35,9 @@ from .lexicon import OTHER_SENSES, Mention
 from .relations import AVOIDING, BASELINE_BEFORE, CAUSE, MEASURE, MEASURE_HEADING, PURPOSE, REMEDY, TIMING, WHEN_TO_APPLY
 from .statement import in_brackets
 
+# A bracketed aside: a pointer there ("... we use hipEventElapsedTime() (see the accompanying laplacian.cpp for full
+# details)") leaves the sentence's own claim standing (learned-11).
+ASIDE = re.compile(r"\([^()]*\)")
 POINTS_ELSEWHERE = re.compile(
     r"\b(?:please (?:see|refer|read)|refer(?:s|ring)? to (?:the |our |this )?(?:\{|original |\w+ )?(?:paper|post|blog|"
     r"section|chapter|documentation|docs|article|guide|tutorial|presentation|repo\w*)\b|(?:we )?recommend (?:reading|checking)|"
@@ -136,7 +140,7 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
         reason = _proposal_unnamed(claim.subject)
         if reason:
             return reason
-    if POINTS_ELSEWHERE.search(text):
+    if POINTS_ELSEWHERE.search(ASIDE.sub(" ", text)):
         return "points elsewhere"
     if is_code(text):
         return "code"

@@ -129,3 +129,12 @@ def test_evidence_for_a_protocol_step_needs_something_measured(lexicon):
         "no measurement in the sentence or its section"
     assert reason(lexicon, step, timing) == ""
     assert reason(lexicon, step, barriers, heading="Benchmarking methodology") == ""  # the section measures
+
+
+def test_a_pointer_in_a_bracketed_aside_leaves_the_claim_standing(lexicon):
+    """learned-11: the aside points elsewhere, the sentence itself still tells how to measure."""
+    text = ("To measure the average kernel execution time, we use CUDA events around the launch "
+            "(see the accompanying benchmark.cpp for full details).")
+    assert reason(lexicon, evidence("measure_device_events", "ProtocolStep"), text) == ""
+    pointer = "To measure the average kernel execution time, see the accompanying benchmark.cpp for full details."
+    assert reason(lexicon, evidence("measure_device_events", "ProtocolStep"), pointer) == "points elsewhere"
