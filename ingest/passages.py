@@ -111,4 +111,3 @@ def _sentence_case(words: list[str]) -> bool:
     """Most longer words past the first in lower case: a sentence, not a title ("Reduce Memory Traffic With Fusion")."""
     longer = [w for w in words[1:] if len(w) > 3 and w.isalpha()]
     return bool(longer) and 2 * sum(w[0].islower() for w in longer) >= len(longer)
-
