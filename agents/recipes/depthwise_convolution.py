@@ -123,7 +123,9 @@ def _vector_taps(x_ptr: str, w_ptr: str, groups: list[int], kw: int, sw: int, pw
 def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     g = region.extra["geometry"]
     anchor = region.anchor
-    p = {**default_params(g["oh"], g["ow"]), "tile_major": False,
+    # a plane's tiles consecutive on one grid axis: on the H200, L1/84 (2 x 256, the vector form) 3.57 -> 2.73 ms,
+    # its column form (8 x 64) 4.58 -> 3.71, L1/85 the same (eval/runs/push-h200-s42/NOTES.md)
+    p = {**default_params(g["oh"], g["ow"]), "tile_major": True,
          **{k: v for k, v in params.items() if k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major")}}
     io = FusedIO(region, graph)
     x_ptr = io.add(g["x"])
@@ -135,7 +137,8 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     p["vector"] = bool(p["vector"] and groups) and p["BLOCK_W"] % VECTOR == 0
     if p["tile_major"]:  # one grid axis, a plane's tiles consecutive: neighbouring tiles share their halo rows in L2
         place = [f"job = {program_id(0, io.wide)}", "plane = job // TILES", "tile = job % TILES"]
-    else:  # planes on axis 0: the programs in flight together hold the same tile of different planes
+    else:  # planes on axis 0: the programs in flight together hold the same tile of different planes, and a
+        # tile's halo rows come from DRAM again when the plane's next tile runs
         place = [f"plane = {program_id(0, io.wide)}", f"tile = {program_id(1, io.wide)}"]
     body = place + ["n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
                     "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)"]

@@ -17,11 +17,12 @@ import math
 from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
-from kskill.agents.recipes.graph import Graph, Node
+from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS
+from kskill.agents.recipes.graph import Graph, Node, Ref
 from kskill.agents.recipes.matching import arg, first_operand, int_tuple, is_float
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.columns import VECTOR, column, column_groups, group_columns, put_together, take_apart
-from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
+from kskill.agents.recipes.templates.common import channels_last_order, indent, next_pow2, program_id
 from kskill.agents.recipes.templates.fused_io import FusedIO
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -300,7 +301,99 @@ def _divisor_lines(region: Region, dims: int, kernel: tuple[int, ...], stride: t
     return lines + [f"acc = acc / tl.maximum({' * '.join(factors)}, 1).to(tl.float32)"]
 
 
+def channels_last_pool(region: Region, graph: Graph) -> tuple[int, ...] | None:
+    """The memory order to read a pooled convolution product in, when the region adopted the convolution
+    (builder._adopt_products) and it can run in channels-last: then cuDNN writes the product NHWC (NDHWC) and
+    nhwc_pool_unit reads it as it lies, instead of cuDNN converting its input to NHWC and its output back to
+    NCHW around the convolution. None otherwise, or when the epilogue reads operands of its own (they are
+    indexed in the output's order, which this form does not walk)."""
+    conv = region.extra.get("adopted")
+    if region.kind != "pool" or conv is None or conv.op not in CHANNELS_LAST_OPS or region.prologue is None:
+        return None
+    perm = channels_last_order(len(conv.shape))
+    if perm is None or region.prologue.domain != tuple(conv.shape) or len(region.extra["kernel"]) != len(conv.shape) - 2:
+        return None
+    out = region.extra.get("output", region.anchor.name)
+    if region.epilogue is not None and any(not (isinstance(o, Ref) and o.name == out)
+                                           for o in region.epilogue.external(graph)):
+        return None
+    return perm
+
+
+def nhwc_pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
+                   perm: tuple[int, ...]) -> KernelUnit:
+    """Pooling of a channels-last convolution product (channels_last_pool): one program computes a
+    [BLOCK_S, BLOCK_C] tile of one image's outputs, BLOCK_S output positions by BLOCK_C channels, so each
+    window offset's load is BLOCK_S runs of BLOCK_C consecutive channels. The tile is stored in NCHW order
+    (Triton moves it through shared memory to keep the store coalesced too), so what follows reads the
+    result as before."""
+    out_shape = tuple(region.anchor.shape)
+    in_shape = tuple(graph.shape_of(region.extra["prologue_operand"]))
+    dims = len(region.extra["kernel"])
+    axes = AXES[-dims:]
+    kernel, stride, pad, dilation = (region.extra[k] for k in ("kernel", "stride", "pad", "dilation"))
+    is_max = region.extra["mode"] == "max"
+    images, channels, positions = out_shape[0], out_shape[1], math.prod(out_shape[2:])
+    block_c = min(64, next_pow2(channels))
+    p = {"BLOCK_C": block_c, "BLOCK_S": min(next_pow2(positions), max(16, 4096 // block_c)), "num_warps": 4}
+    p.update({k: v for k, v in params.items() if k in p})
+    io = FusedIO(region, graph, perm=perm)
+    fill = "float('-inf')" if is_max else "0.0"
+    load, x = io.load_input("offs", "mask", fill)
+    blocks = -(-positions // p["BLOCK_S"])
+    body = [f"job = {program_id(0, io.wide)}", "img = job // BLOCKS",
+            "s = (job % BLOCKS) * BLOCK_S + tl.arange(0, BLOCK_S)",
+            f"c = {program_id(1, io.wide)} * BLOCK_C + tl.arange(0, BLOCK_C)",
+            "smask = s < OS", "cmask = c < C", "rest = s"]
+    for a in reversed(axes):  # the output position's coordinates, innermost axis first
+        body += [f"o{a} = rest % O{a.upper()}", f"rest = rest // O{a.upper()}"]
+    body.append(f"acc = tl.full([BLOCK_S, BLOCK_C], {fill}, tl.float32)")
+    if not is_max:
+        body.append("counted = tl.zeros([BLOCK_S], tl.float32)")
+    depth, pos, valid, padded = 0, "img", ["smask"], []
+    for a, k, st, pd, dl in zip(axes, kernel, stride, pad, dilation):
+        A = a.upper()
+        body.append("    " * depth + f"for k{a} in tl.static_range({k}):")
+        depth += 1
+        body.append("    " * depth + f"i{a} = o{a} * {st} - {pd} + k{a} * {dl}")
+        pos = f"({pos}) * {A} + i{a}"
+        valid.append(f"(i{a} >= 0) & (i{a} < {A})")
+        padded.append(f"(i{a} < {A} + {pd})")
+    ind = "    " * depth
+    body += [ind + f"valid = {' & '.join(valid)}", ind + f"offs = ({pos})[:, None] * C + c[None, :]",
+             ind + "mask = valid[:, None] & cmask[None, :]"]
+    body += [ind + ln for ln in load]
+    # a prologue's value at a masked-off offset is not the fill (the load's `other` is)
+    value = f"tl.where(mask, {x}, {fill})" if region.prologue is not None else x
+    if is_max:
+        body.append(ind + f"acc = tl.maximum(acc, {value})")
+    else:
+        body.append(ind + f"acc = acc + {value}")
+        counts = "valid" if not region.extra["count_include_pad"] else f"smask & {' & '.join(padded)}"
+        body.append(ind + f"counted = counted + tl.where({counts}, 1.0, 0.0)")
+    if not is_max:
+        override = region.extra.get("divisor_override")
+        body.append(f"acc = acc * {1.0 / override!r}" if override else "acc = acc / tl.maximum(counted, 1.0)[:, None]")
+    body += ["o = (img * C + c[None, :]) * OS + s[:, None]", "omask = smask[:, None] & cmask[None, :]"]
+    body += io.store_result("acc", "o", "omask")
+    sizes = {"C": channels, **{a.upper(): n for a, n in zip(axes, in_shape[-dims:])}}
+    sizes.update({f"O{a.upper()}": n for a, n in zip(axes, out_shape[-dims:])})
+    sizes.update({"OS": positions, "BLOCKS": blocks})
+    signature = ", ".join(f"{k}: tl.constexpr" for k in sizes)
+    doc = (f"{region.extra['mode']} pooling over {dims}-d windows {tuple(kernel)} of a channels-last product, "
+           "[BLOCK_S positions, BLOCK_C channels] a program; stored in NCHW order.")
+    kernel_src = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, {signature}, BLOCK_S: tl.constexpr, "
+                  f"BLOCK_C: tl.constexpr):\n    \"\"\"{doc}\"\"\"\n{indent(body, 4)}\n")
+    grid = f"({images * blocks}, {-(-channels // p['BLOCK_C'])})"
+    launcher = io.launcher(name, grid, ", ".join(f"{k}={v}" for k, v in sizes.items()),
+                           launch_opts=f"BLOCK_S={p['BLOCK_S']}, BLOCK_C={p['BLOCK_C']}, num_warps={p['num_warps']}")
+    return io.unit(name, kernel_src, launcher, p)
+
+
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
+    perm = channels_last_pool(region, how.graph) if how.nhwc else None
+    if perm is not None:
+        return nhwc_pool_unit(name, region, how.graph, how.params, perm)
     return pool_unit(name, region, how.graph, how.params)
 
 

@@ -36,7 +36,7 @@ def test_matches_conv2d(c_in, c_out, groups, kernel, stride, padding, dilation, 
     assert ("tl.split" in cand.source) == vector
 
 
-@pytest.mark.parametrize("tile_major", [False, True])  # False: the default grid, planes on axis 0
+@pytest.mark.parametrize("tile_major", [False, True])  # True: the default grid, a plane's tiles consecutive
 @pytest.mark.parametrize("kernel,padding", [((3, 7), 0), (3, 1)])
 def test_vector_form_over_several_column_tiles(kernel, padding, tile_major):
     """Rows wider than a tile (70 outputs: a second, ragged tile of 64) in the vector form; with the grid
@@ -52,7 +52,7 @@ def test_wide_rows_take_the_vector_form_by_default():
     narrower rows keep the column form."""
     wide = check(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 137)), ["depthwise_convolution"])
     assert wide.params["_depthwise_conv_0"] == {"BLOCK_H": 2, "BLOCK_W": 256, "num_warps": 4, "vector": True,
-                                                "tile_major": False}
+                                                "tile_major": True}
     narrow = build_candidate(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 100)), ["depthwise_convolution"])
     assert narrow.params["_depthwise_conv_0"]["vector"] is False and "tl.split" not in narrow.source
 

@@ -104,3 +104,42 @@ def test_rows_that_do_not_share_windows_or_fill_a_block_stay_direct(call):
                   f"[torch.randn{shape}]")
     cand = check(src, ["fused_pooling"])
     assert "ROWS: tl.constexpr" not in cand.source
+
+
+CONV_POOL = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = {conv}
+
+    def forward(self, x):
+        return {tail}
+'''
+
+
+@pytest.mark.parametrize("conv, shape, tail, params", [
+    ("nn.ConvTranspose2d(4, 6, 3, stride=2)", (2, 4, 5, 6),
+     "torch.clamp(F.max_pool2d(torch.relu(self.conv(x)), 2), -0.5, 0.5)", {}),
+    ("nn.Conv2d(3, 70, 3)", (2, 3, 9, 8), "F.avg_pool2d(self.conv(x), 3, 2, 1)",  # C over two tiles
+     {"BLOCK_S": 16}),
+    ("nn.Conv2d(3, 5, 3)", (2, 3, 10, 9), "F.avg_pool2d(self.conv(x) * 2.0, 3, 2, 1, count_include_pad=False)",
+     {"BLOCK_S": 8}),  # positions over several tiles, the last ragged
+    ("nn.Conv2d(3, 5, 3)", (2, 3, 10, 9), "F.max_pool2d(self.conv(x), 3, 1, 1, dilation=2, ceil_mode=True)", {}),
+    ("nn.Conv3d(2, 4, 3)", (2, 2, 6, 7, 5), "torch.sigmoid(F.max_pool3d(self.conv(x), 2, 1))", {}),
+    ("nn.ConvTranspose3d(2, 3, 3)", (2, 2, 3, 4, 5), "F.avg_pool3d(self.conv(x), 2, divisor_override=3)", {}),
+])
+def test_a_pooling_reads_its_adopted_convolution_channels_last(conv, shape, tail, params):
+    """With channels_last, cuDNN writes the convolution's product NHWC (NDHWC) without its bias and the
+    pooling kernel reads it as it lies, [positions, channels] a program, and stores the NCHW result."""
+    src = problem(CONV_POOL.format(conv=conv, tail=tail), f"[torch.randn{shape}]")
+    cand = check(src, ["channels_last", "fused_pooling", "kernel_fusion"], {"launch": {"_pool_0": params}})
+    launcher = cand.source.split("def _pool_0(")[1]
+    assert "_to_channels_last(x)" in launcher and ".permute(0, 2, 3, " in launcher and "BLOCK_C=" in launcher
+    kernels = cand.source.count("@triton.jit") - cand.source.count("def _nchw_to_nhwc_kernel")  # less the transpose
+    assert kernels == 1, "bias, prologue, pooling and epilogue in one kernel"
+
+
+def test_without_channels_last_the_adopted_convolution_stays_nchw():
+    src = problem(CONV_POOL.format(conv="nn.Conv2d(3, 5, 3)", tail="F.max_pool2d(self.conv(x), 2)"),
+                  "[torch.randn(2, 3, 9, 8)]")
+    cand = check(src, ["fused_pooling", "kernel_fusion"])
+    assert "_to_channels_last" not in cand.source and "BLOCK_C=" not in cand.source
