@@ -1,6 +1,6 @@
 """Development timings (not product figures): pooling that reads its adopted convolution's product in
 channels-last (fused_pooling's nhwc form) against the NCHW form, on the development set's convolution -> pooling
-chains, beside eager and torch.compile; the emitted NCHW -> NHWC transpose against PyTorch's strided copy; the
+chains, beside eager and torch.compile; the emitted NCHW -> NHWC transpose against PyTorch's strided copy, over four shapes; the
 form's tile over BLOCK_S / BLOCK_C / warps on level2/10. Run from the checkout's root on the GPU machine after
 eval/runs/setup_gpu.sh: python3 -P eval/runs/push-h200-s42/nhwc_dev.py"""
 import importlib.util, tempfile
@@ -66,13 +66,16 @@ for problem in PROBLEMS:
     with torch.no_grad():
         comp(*x)
     print(f"{problem[:40]:40s} torch.compile {bench(lambda: comp(*x)):.3f} ms", flush=True)
-    if problem.startswith("level2/10_"):
-        helpers = {}
-        exec(compile("import torch, triton\nimport triton.language as tl\n" +
-                     __import__("kskill.agents.recipes.templates.common", fromlist=["x"]).TO_CHANNELS_LAST, "t", "exec"), helpers)
-        cl = torch.channels_last_3d if x[0].dim() == 5 else torch.channels_last
-        assert torch.equal(helpers["_to_channels_last"](x[0]), x[0].contiguous(memory_format=cl))
-        print(f"input {tuple(x[0].shape)} to channels-last: emitted transpose "
-              f"{bench(lambda: helpers['_to_channels_last'](x[0])):.3f} ms, PyTorch "
-              f"{bench(lambda: x[0].contiguous(memory_format=cl)):.3f} ms", flush=True)
     del ref, x, want; torch.cuda.empty_cache(); torch._dynamo.reset()
+
+# the emitted transpose (written to a file: Triton reads a kernel's source from it) against PyTorch's copy
+from kskill.agents.recipes.templates.common import TO_CHANNELS_LAST
+f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
+f.write("import torch, triton\nimport triton.language as tl\n" + TO_CHANNELS_LAST); f.close()
+helpers = load(f.name, "transpose")
+for shape in [(128, 64, 256, 256), (128, 3, 256, 256), (32, 64, 16, 64, 64), (16, 32, 128, 128)]:
+    x = torch.randn(shape, device="cuda")
+    cl = torch.channels_last_3d if x.dim() == 5 else torch.channels_last
+    assert torch.equal(helpers._to_channels_last(x), x.contiguous(memory_format=cl))
+    print(f"input {shape} to channels-last: emitted transpose {bench(lambda: helpers._to_channels_last(x)):.3f} ms, "
+          f"PyTorch {bench(lambda: x.contiguous(memory_format=cl)):.3f} ms", flush=True)

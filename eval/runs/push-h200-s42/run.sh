@@ -1,11 +1,11 @@
 #!/bin/bash
 # #15, session 42, on the GPU machine from the checkout's root (.whl, .kb carried). Development steps first:
 #   DW3=1: push-h200-s41/pool_dev.py dw3 (the depthwise grid with a plane's tiles consecutive); NORM=1: norm_dev.py
-#   (the norms' pipelined form in smaller chunks); DEV=SCRIPT: another script of this folder; TESTS=EXPR: recipe-suite
+#   (the norms' pipelined form in smaller chunks); DEV="A.py B.py": other scripts of this folder; TESTS=EXPR: recipe-suite
 #   GPU tests matching EXPR; SANI=SCRIPT: compute-sanitizer memcheck over a script of this folder;
 #   then `kskill eval` over the rows in ONLY (none by default), resumable from a state archive. Keep LIMIT well
 #   inside the session's GPU budget: a call cut short returns only what is under $OUT.
-# usage: [DW3=1] [NORM=1] [DEV=x.py] [TESTS=EXPR] [ONLY="level1/40_* ..."] [LIMIT=570] bash eval/runs/push-h200-s42/run.sh STOP_AFTER_S [STATE.tgz]
+# usage: [DW3=1] [NORM=1] [DEV="x.py y.py"] [TESTS=EXPR] [ONLY="level1/40_* ..."] [LIMIT=570] bash eval/runs/push-h200-s42/run.sh STOP_AFTER_S [STATE.tgz]
 R=$PWD; S=/tmp/push; D=$R/eval/runs/push-h200-s42; mkdir -p $OUT/logs $S
 source $R/eval/runs/setup_gpu.sh
 STOP=${1:-450}
@@ -17,7 +17,7 @@ step() {  # step NAME SECONDS COMMAND...: output to $OUT/logs/NAME.txt, shown
 }
 [ -n "$DW3" ] && step dw3 200 python3 -P $R/eval/runs/push-h200-s41/pool_dev.py dw3
 [ -n "$NORM" ] && step norm 200 python3 -P $D/norm_dev.py
-[ -n "$DEV" ] && step dev ${DEV_S:-300} python3 -P $D/$DEV
+for dev in $DEV; do step ${dev%.py} ${DEV_S:-300} python3 -P $D/$dev; done
 [ -n "$SANI" ] && step sanitizer ${SANI_S:-150} compute-sanitizer --tool memcheck --print-limit 20 python3 -P $D/$SANI
 [ -n "$TESTS" ] && (cd /tmp && step tests ${TESTS_S:-240} python3 -P -m pytest -q -p no:cacheprovider -m gpu "$R/tests/gpu/test_recipes_gpu.py" -k "$TESTS")
 if [ -n "$ONLY" ] && [ $SECONDS -lt $STOP ]; then
