@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from kskill.agents.recipes import shared_kernels
-from kskill.agents.recipes.graph import Attr, Graph, operand_code
+from kskill.agents.recipes.graph import Attr, Graph, Node, operand_code
 from kskill.agents.recipes.autotune_launch import AUTOTUNE_HELPER
 from kskill.agents.recipes.cuda_graph import CUDA_GRAPH_METHODS, FRESH
 from kskill.agents.recipes.tf32_tensor_cores import TF32_HELPER
@@ -154,18 +154,48 @@ def _bind_indexed(body: list[str], modules: set[str]) -> tuple[list[str], list[s
     return body, method
 
 
+def _mode_dependent(node: Node) -> bool:
+    """Whether the op computes something else in eval mode than in training mode: batch statistics or
+    running ones, dropout or none."""
+    at = node.attrs
+    if node.op in ("batch_norm", "instance_norm"):
+        return bool(at.get("track_running_stats", node.op == "batch_norm" or node.module is None))
+    if node.op == "dropout":
+        return at.get("p", at.get("call_kwargs", {}).get("p", 0.5)) != 0
+    if node.op == "multihead_attention":
+        return bool(at.get("dropout_p"))
+    return False
+
+
+def mode_guard(graph: Graph, args: str) -> list[str]:
+    """Lines that hand the call to the reference forward when a module whose mode the kernels depend on
+    is not in the mode it was captured in (a model switched to eval() after optimization uses its running
+    statistics and no dropout, which the generated kernels do not); none when no op depends on the mode."""
+    modes = {}
+    for node in graph.nodes:
+        if _mode_dependent(node):
+            modes[Attr(node.module).code if node.module else "self"] = bool(node.attrs.get("training", True))
+    if not modes:
+        return []
+    changed = " or ".join(f"{module}.training is not {mode}" for module, mode in modes.items())
+    return [f"if {changed}:  # the kernels follow the mode captured; the other mode is the reference's",
+            f"    return super().forward({args})"]
+
+
 def _model_class(graph: Graph, plan: ForwardPlan) -> str:
     args = ", ".join(n.name for n in graph.inputs())
     params = ", ".join(f"{n.name}={operand_code(n.attrs['default'])}" if "default" in n.attrs else n.name
                        for n in graph.inputs())
-    body = shape_checks(graph) + plan.lines + [f"return {operand_code(graph.output)}"]
+    guard = mode_guard(graph, args)
+    body = (guard if not plan.cuda_graph else []) + shape_checks(graph) + plan.lines + \
+        [f"return {operand_code(graph.output)}"]
     body, bind = _bind_indexed(body, _module_codes(graph))
     forward_body = "\n".join("        " + line for line in body)
     text = ["\n\nclass ModelNew(Model):",
             '    """The reference module with its forward rewritten by the applied techniques."""', ""]
     if plan.cuda_graph:
         first = graph.inputs()[0].name if graph.inputs() else None
-        text += [f"    def forward(self, {params}):",
+        text += [f"    def forward(self, {params}):", *[f"        {line}" for line in guard],
                  f"        if not {first}.is_cuda:",
                  f"            return self._forward({args})",
                  f"        return self._replay({args})",

@@ -9,6 +9,10 @@ padded input when count_include_pad (the default), clipped to the input otherwis
 divisor_override. A pointwise producer of the input (the activation after a convolution, say) is
 recomputed on the loads, so its output never goes through device memory. Global pooling is a
 reduction over the innermost dims and is lowered by triton_reduction's template.
+
+A pooling that adopted the convolution before it (builder._adopt_products) reads the product
+channels-last where channels_last applies (nhwc_pool_unit): cuDNN then neither converts its input to
+NHWC nor its output back to NCHW, which cost more than the convolution itself on some rows.
 """
 
 from __future__ import annotations

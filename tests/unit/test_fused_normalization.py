@@ -156,3 +156,43 @@ def test_convolution_read_again_by_the_epilogue_is_adopted(shape, params):
     forward = cand.source.split("def forward")[-1]
     assert "self.conv(" not in forward and "__acc__ = torch.nn.functional.conv2d(" in cand.source
     assert "conv_ptr" not in cand.source, "the residual reads registers, not the convolution's output"
+
+
+MODES = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = {bn}
+        self.drop = nn.Dropout({p})
+
+    def forward(self, x):
+        return self.drop(self.bn(self.conv(x) * 2.0)).mean(dim=(2, 3))
+'''
+
+
+@pytest.mark.parametrize("techniques", [["fused_normalization", "kernel_fusion"], ["cuda_graph"]])
+def test_a_module_switched_to_the_other_mode_gets_the_reference_forward(techniques):
+    """The kernels are generated for the mode the modules were captured in (training: batch statistics);
+    after model.eval() the candidate must use the running statistics, as the reference does."""
+    from recipe_support import load
+    import torch
+
+    src = problem(MODES.format(bn="nn.BatchNorm2d(4)", p=0.0), "[torch.randn(2, 3, 8, 8)]")
+    cand = check(src, techniques, compare_buffers=True)
+    assert "if self.bn.training is not True:" in cand.source and "self.drop.training" not in cand.source
+    torch.manual_seed(0)
+    ref = load(src)["Model"]()
+    torch.manual_seed(0)
+    new = load(cand.source)["ModelNew"]()
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        ref(x), new(x)  # one training step: the running statistics move
+        ref.eval(), new.eval()
+        torch.testing.assert_close(new(x), ref(x), atol=1e-5, rtol=1e-5)
+
+
+def test_no_guard_where_no_op_depends_on_the_mode():
+    """Batch statistics in both modes (no running statistics) and a dropout of p = 0: eval() keeps the kernels."""
+    src = problem(MODES.format(bn="nn.BatchNorm2d(4, track_running_stats=False)", p=0.0), "[torch.randn(2, 3, 8, 8)]")
+    cand = check(src, ["fused_normalization", "kernel_fusion"])
+    assert ".training is not" not in cand.source
