@@ -21,13 +21,12 @@ import math
 from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
-from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS
-from kskill.agents.recipes.graph import Graph, Node, Ref
+from kskill.agents.recipes.graph import Graph, Node
 from kskill.agents.recipes.matching import arg, first_operand, int_tuple, is_float
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.columns import VECTOR, column, column_groups, group_columns, put_together, take_apart
-from kskill.agents.recipes.templates.common import channels_last_order, indent, next_pow2, program_id
-from kskill.agents.recipes.templates.fused_io import FusedIO
+from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
+from kskill.agents.recipes.templates.fused_io import FusedIO, adopted_channels_last
 from kskill.agents.recipes.templates.unit import KernelUnit
 
 POOL_OPS = {f"{kind}_pool{d}d": (kind, d) for kind in ("max", "avg") for d in (1, 2, 3)}
@@ -306,20 +305,10 @@ def _divisor_lines(region: Region, dims: int, kernel: tuple[int, ...], stride: t
 
 
 def channels_last_pool(region: Region, graph: Graph) -> tuple[int, ...] | None:
-    """The memory order to read a pooled convolution product in, when the region adopted the convolution
-    (builder._adopt_products) and it can run in channels-last: then cuDNN writes the product NHWC (NDHWC) and
-    nhwc_pool_unit reads it as it lies, instead of cuDNN converting its input to NHWC and its output back to
-    NCHW around the convolution. None otherwise, or when the epilogue reads operands of its own (they are
-    indexed in the output's order, which this form does not walk)."""
-    conv = region.extra.get("adopted")
-    if region.kind != "pool" or conv is None or conv.op not in CHANNELS_LAST_OPS or region.prologue is None:
-        return None
-    perm = channels_last_order(len(conv.shape))
-    if perm is None or region.prologue.domain != tuple(conv.shape) or len(region.extra["kernel"]) != len(conv.shape) - 2:
-        return None
-    out = region.extra.get("output", region.anchor.name)
-    if region.epilogue is not None and any(not (isinstance(o, Ref) and o.name == out)
-                                           for o in region.epilogue.external(graph)):
+    """The memory order to read a pooled convolution product in (fused_io.adopted_channels_last), for a
+    pooling over all of the product's spatial dims; None otherwise."""
+    perm = adopted_channels_last(region, graph) if region.kind == "pool" else None
+    if perm is None or len(region.extra["kernel"]) != len(perm) - 2:
         return None
     return perm
 

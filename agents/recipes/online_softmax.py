@@ -11,6 +11,7 @@ block of columns in registers. The prologue (e.g. a scale) and epilogue are fuse
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
@@ -20,7 +21,7 @@ from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.exchange import (
     Grouped, Split, chosen_split, exchange_unit, gather, publish)
-from kskill.agents.recipes.templates.fused_io import FusedIO
+from kskill.agents.recipes.templates.fused_io import FusedIO, adopted_channels_last
 from kskill.agents.recipes.templates.unit import KernelUnit
 
 MAX_PERSISTENT = 8192
@@ -45,11 +46,25 @@ def _out(log: bool, x: str, m: str, s: str) -> str:
     return f"({x} - {m}) - tl.log({s})" if log else f"tl.exp({x} - {m}) / {s}"
 
 
-def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+def channels_last_softmax(region: Region, graph: Graph) -> tuple[int, ...] | None:
+    """The memory order to read an adopted convolution product in (fused_io.adopted_channels_last) for a
+    softmax over its channels: each softmax then reads C contiguous values, and cuDNN does not transpose its
+    output to NCHW first (on the H200 that transpose took 0.29 of level2/49's 0.97 ms,
+    eval/runs/push-h200-s42/NOTES.md). None otherwise."""
+    perm = adopted_channels_last(region, graph) if region.kind == "softmax" else None
+    if perm is None:
+        return None
+    shape = tuple(region.extra["adopted"].shape)
+    return perm if region.extra["view"] == (shape[0], shape[1], math.prod(shape[2:])) else None
+
+
+def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
+                 perm: tuple[int, ...] | None = None) -> KernelUnit:
+    """`perm`: read the input in that memory order (channels_last_softmax), the strided form only."""
     p_, r_, q_ = region.extra["view"]
     log = region.extra["log"]
     p = {**default_params(region.extra["view"]), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps")}}
-    io = FusedIO(region, graph)
+    io = FusedIO(region, graph, perm=perm if q_ > 1 else None)
     pid = program_id(0, io.wide)
     if q_ == 1 and r_ <= p["BLOCK_R"]:
         load, x = io.load_input("offs", "mask", "float('-inf')")
@@ -80,14 +95,18 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
         doc = "online softmax: running max and normaliser in one read, then a second read that writes"
         grid = f"({p_},)"
     else:
-        load, x = io.load_input("offs", "mask", "float('-inf')")
+        # a channels-last product holds the R values of a column contiguous; the result is stored in NCHW order
+        load, x = io.load_input("offs_in" if io.perm else "offs", "mask", "float('-inf')")
         body = [f"pid_p = {pid}", f"pid_q = {program_id(1, io.wide)}", "rs = tl.arange(0, BLOCK_R)[:, None]",
                 "qs = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)[None, :]",
-                "offs = pid_p * R * Q + rs * Q + qs", "mask = (rs < R) & (qs < Q)"] + load + [
+                "offs = pid_p * R * Q + rs * Q + qs", "mask = (rs < R) & (qs < Q)"]
+        body += ["offs_in = pid_p * R * Q + qs * R + rs"] if io.perm else []
+        body += load + [
             f"x = tl.where(mask, {x}, float('-inf'))", "m = tl.max(x, axis=0)[None, :]",
             "s = tl.sum(tl.where(mask, tl.exp(x - m), 0.0), axis=0)[None, :]", f"y = {_out(log, 'x', 'm', 's')}"]
         body += io.store_result("y", "offs", "mask")
-        doc = "softmax over a strided dim: the whole dim of BLOCK_Q columns in registers"
+        doc = "softmax over a strided dim: the whole dim of BLOCK_Q columns in registers" + \
+            (", read channels-last" if io.perm else "")
         grid = f"({p_}, {-(-q_ // p['BLOCK_Q'])})"
     kind = "log_softmax" if log else "softmax"
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args()}, R: tl.constexpr, Q: tl.constexpr, "
@@ -137,7 +156,8 @@ def softmax_region(node: Node, graph: Graph) -> Region | None:
 
 
 def lower(name: str, region: Region, how: Lowering) -> KernelUnit:
-    return softmax_unit(name, region, how.graph, how.params)
+    perm = channels_last_softmax(region, how.graph) if how.nhwc else None
+    return softmax_unit(name, region, how.graph, how.params, perm)
 
 
 class OnlineSoftmax(AnchorRecipe):

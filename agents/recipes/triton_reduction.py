@@ -18,13 +18,12 @@ import math
 from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
-from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
 from kskill.agents.recipes.matching import FLOATS, REDUCE_OPS, first_operand, normalise_dims, prq
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import (
     TARGET_SMS as SMS, channels_last_order, indent, next_pow2, program_id, split_chunk)
-from kskill.agents.recipes.templates.fused_io import FusedIO
+from kskill.agents.recipes.templates.fused_io import FusedIO, adopted_channels_last
 from kskill.agents.recipes.templates.unit import KernelUnit
 
 def reduce_region(node: Node, graph: Graph) -> Region | None:
@@ -152,21 +151,15 @@ def _finish(op: str, rows_1d: bool) -> list[str]:
 def channels_last_view(region: Region, graph: Graph) -> tuple[int, int, int] | None:
     """The (P, R, Q) view of cuDNN's channels-last output when the reduction runs over the spatial dims
     (N, spatial, C) or over the channels (N * spatial, C, 1) of a convolution product it adopted
-    (builder._adopt_products): cuDNN then writes the product channels-last and the kernel reads it as it
-    lies, C contiguous, instead of having cuDNN transpose it to NCHW first. Either way the results come
-    out in the order of the NCHW result."""
-    conv = region.extra.get("adopted")
-    if region.kind != "reduce" or conv is None or conv.op not in CHANNELS_LAST_OPS or region.prologue is None:
+    (fused_io.adopted_channels_last): the kernel reads the product as it lies, C contiguous, instead of
+    having cuDNN transpose it to NCHW first. Either way the results come out in the order of the NCHW result."""
+    if region.kind != "reduce" or adopted_channels_last(region, graph) is None:
         return None
-    shape = tuple(conv.shape)
+    shape = tuple(region.extra["adopted"].shape)
     n, c, inner = shape[0], shape[1], math.prod(shape[2:])
     views = {(n * c, inner, 1): (n, inner, c), (n, c, inner): (n * inner, c, 1)}  # spatial dims; channels
-    if (channels_last_order(len(shape)) is None or region.prologue.domain != shape
-            or region.extra["view"] not in views or region.extra["reduce"] not in (*STAGE2_OP, "logsumexp")):
+    if region.extra["view"] not in views or region.extra["reduce"] not in (*STAGE2_OP, "logsumexp"):
         return None
-    if region.epilogue is not None and any(
-            not (isinstance(o, Ref) and o.name == region.extra["output"]) for o in region.epilogue.external(graph)):
-        return None  # the epilogue's own operands are indexed in the output's order, which this view keeps alone
     return views[region.extra["view"]]
 
 

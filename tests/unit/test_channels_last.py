@@ -182,3 +182,22 @@ def test_the_transpose_helper_gives_channels_last_memory_with_the_same_values(ma
     out = namespace["_to_channels_last"](x)
     fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
     assert out.is_contiguous(memory_format=fmt) and torch.equal(out, x)
+
+
+@pytest.mark.parametrize("conv, shape, tail", [
+    ("nn.ConvTranspose3d(2, 6, 3, stride=2)", (2, 2, 3, 4, 3), "torch.sigmoid(torch.softmax(y, dim=1))"),
+    ("nn.Conv2d(3, 70, 3)", (2, 3, 7, 6), "torch.log_softmax(y, dim=1) * 2.0"),  # C not a power of two
+])
+def test_a_softmax_over_the_channels_reads_the_adopted_convolution_channels_last(conv, shape, tail):
+    """Each softmax reads its C values contiguous from cuDNN's channels-last product; the result is NCHW."""
+    cand = check(problem(_conv_then_mean(conv, tail), f"[torch.randn{shape}]"),
+                 ["channels_last", "online_softmax", "kernel_fusion"])
+    launcher = cand.source.split("def _softmax_0(")[1]
+    assert "_to_channels_last(x)" in launcher and "__acc__.permute(0, 2, 3, " in launcher
+    assert "offs_in = pid_p * R * Q + qs * R + rs" in cand.source
+
+
+def test_a_softmax_over_the_last_dim_keeps_the_nchw_product():
+    cand = check(problem(_conv_then_mean("nn.Conv2d(3, 6, 3)", "torch.softmax(y, dim=3)"), "[torch.randn(2, 3, 7, 9)]"),
+                 ["channels_last", "online_softmax", "kernel_fusion"])
+    assert "offs_in" not in cand.source and "_to_channels_last(x)" not in cand.source.split("def _softmax_0(")[1]

@@ -12,12 +12,12 @@ from typing import Any
 
 import torch
 
-from kskill.agents.recipes.gemm_epilogue_fusion import ACC, anchor_inputs, product_text
+from kskill.agents.recipes.gemm_epilogue_fusion import ACC, CHANNELS_LAST_OPS, anchor_inputs, product_text
 from kskill.agents.recipes.graph import Graph, Node, Ref
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.kernel_fusion import body_shape
 from kskill.agents.recipes.templates.common import (
-    MEMORY_FORMATS, Body, emit_body, operand_key, to_channels_last, wide_index)
+    MEMORY_FORMATS, Body, channels_last_order, emit_body, operand_key, to_channels_last, wide_index)
 from kskill.agents.recipes.templates.unit import (
     KernelUnit, alloc, arg_name, pointer_args, prepare, store_cast)
 
@@ -174,6 +174,26 @@ class FusedIO:
     def unit(self, name: str, kernel: str, launcher: str, params: dict[str, Any]) -> KernelUnit:
         return KernelUnit(name, kernel, launcher, self.launcher_inputs(), [n.name for n in self.outputs()],
                           params, self.region.technique)
+
+
+def adopted_channels_last(region: Region, graph: Graph) -> tuple[int, ...] | None:
+    """The memory order (NHWC, NDHWC) in which a region can read the convolution product it adopted
+    (builder._adopt_products), so that cuDNN writes the product channels-last and converts neither its input
+    nor its output between layouts; each template then checks that its own walk suits it. None when the region
+    adopted no convolution with a channels-last format, its prologue does not span the product, or its
+    epilogue reads operands of its own (they are indexed in the output's order, which such kernels do not
+    walk)."""
+    conv = region.extra.get("adopted")
+    if conv is None or conv.op not in CHANNELS_LAST_OPS or region.prologue is None:
+        return None
+    perm = channels_last_order(len(conv.shape))
+    if perm is None or region.prologue.domain != tuple(conv.shape):
+        return None
+    out = region.extra.get("output", region.anchor.name)
+    if region.epilogue is not None and any(not (isinstance(o, Ref) and o.name == out)
+                                           for o in region.epilogue.external(graph)):
+        return None
+    return perm
 
 
 def dtype_of(node: Node) -> torch.dtype:
