@@ -330,7 +330,7 @@ def nhwc_pool_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     block_c = min(64, next_pow2(channels))
     p = {"BLOCK_C": block_c, "BLOCK_S": min(next_pow2(positions), max(16, 4096 // block_c)), "num_warps": 4}
     p.update({k: v for k, v in params.items() if k in p})
-    io = FusedIO(region, graph, perm=perm)
+    io = FusedIO(region, graph, perm=perm, perm_out=False)
     fill = "float('-inf')" if is_max else "0.0"
     load, x = io.load_input("offs", "mask", fill)
     blocks = -(-positions // p["BLOCK_S"])

@@ -64,7 +64,7 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
     p_, r_, q_ = region.extra["view"]
     log = region.extra["log"]
     p = {**default_params(region.extra["view"]), **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "num_warps")}}
-    io = FusedIO(region, graph, perm=perm if q_ > 1 else None)
+    io = FusedIO(region, graph, perm=perm if q_ > 1 else None, perm_out=False)
     pid = program_id(0, io.wide)
     if q_ == 1 and r_ <= p["BLOCK_R"]:
         load, x = io.load_input("offs", "mask", "float('-inf')")

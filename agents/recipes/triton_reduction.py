@@ -174,7 +174,7 @@ def reduce_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
          **{k: v for k, v in params.items() if k in ("BLOCK_R", "BLOCK_Q", "BLOCK_P", "num_warps", "SPLIT")}}
     if op not in STAGE2_OP:
         p["SPLIT"] = 1
-    io = FusedIO(region, graph, perm=perm)
+    io = FusedIO(region, graph, perm=perm, perm_out=False)
     if q_ == 1 and p.get("BLOCK_P", 1) > 1 and r_ <= p["BLOCK_R"]:
         return _rows_unit(name, region, io, op, (p_, r_), p)
     rows_1d = q_ == 1

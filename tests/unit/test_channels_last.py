@@ -201,3 +201,32 @@ def test_a_softmax_over_the_last_dim_keeps_the_nchw_product():
     cand = check(problem(_conv_then_mean("nn.Conv2d(3, 6, 3)", "torch.softmax(y, dim=3)"), "[torch.randn(2, 3, 7, 9)]"),
                  ["channels_last", "online_softmax", "kernel_fusion"])
     assert "offs_in" not in cand.source and "_to_channels_last(x)" not in cand.source.split("def _softmax_0(")[1]
+
+
+BIASED = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = {conv}
+        self.bias = nn.Parameter(torch.randn({bias}))
+
+    def forward(self, x):
+        y = self.conv(x) * 0.5
+        return {tail}
+'''
+
+
+@pytest.mark.parametrize("conv, shape, bias, tail, kernel", [
+    ("nn.ConvTranspose3d(2, 5, 3, stride=2)", (2, 2, 3, 4, 3), "5, 1, 1, 1",
+     "F.avg_pool3d(y, 2) + self.bias", "_pool_0"),
+    ("nn.Conv2d(3, 6, 3)", (2, 3, 7, 9), "6, 1, 1",
+     "torch.logsumexp(torch.mean(y, dim=(2, 3), keepdim=True) + self.bias, dim=1)", "_reduce_0"),
+    ("nn.Conv2d(3, 6, 3)", (2, 3, 7, 9), "6, 5, 1", "torch.softmax(y, dim=1) * self.bias", "_softmax_0"),
+])
+def test_an_epilogue_operand_is_read_in_the_order_of_the_result(conv, shape, bias, tail, kernel):
+    """The channels-last forms store their results in NCHW order, so the epilogue's own operands (a bias after
+    pooling or a global mean, a scale broadcast over the softmax) are indexed and prepared in that order."""
+    src = problem(BIASED.format(conv=conv, bias=bias, tail=tail), f"[torch.randn{shape}]")
+    cand = check(src, ["channels_last", "fused_pooling", "triton_reduction", "online_softmax", "kernel_fusion"])
+    launcher = cand.source.split(f"def {kernel}(")[1]
+    assert "_to_channels_last(x)" in launcher and "__acc__.permute(0, 2, 3, " in launcher
+    assert "_to_channels_last(bias" not in launcher  # the epilogue's operand stays as it is

@@ -29,6 +29,7 @@ class FusedIO:
     region: Region
     graph: Graph
     perm: tuple[int, ...] | None = None  # the memory order of the iteration domain (channels-last), if not row-major
+    perm_out: bool = True  # results stored in that order too; False: in the NCHW order of the result
     operands: list[Any] = field(default_factory=list)
     ptrs: dict[str, str] = field(default_factory=dict)
 
@@ -108,7 +109,7 @@ class FusedIO:
                     raise ValueError(f"{r.kind} template does not hand its input to an epilogue that reads it again")
                 provided[r.extra["reread"]] = loaded
             em = emit_body(r.epilogue, self.graph, self.ptrs, offs, mask, provided=provided,
-                           perm=self.perm, prefix="e")
+                           perm=self.perm if self.perm_out else None, prefix="e")
             lines += em.lines
             var_of = em.var_of
         for i, node in enumerate(self.outputs()):
@@ -163,12 +164,15 @@ class FusedIO:
 
     def _prepare(self, operand: Any) -> str:
         """Launcher text for an operand; in a channels-last region, the prologue's operands in that memory
-        order (the product as cuDNN left it, a per-channel bias as C contiguous values)."""
+        order (the product as cuDNN left it, a per-channel bias as C contiguous values), and the epilogue's own
+        in the order its results are stored in."""
         prologue = self.region.prologue
         if self.perm is None or prologue is None:
             return prepare(operand, self.graph)
         if operand_key(operand) == ACC:
             return f"{arg_name(operand)}.permute{self.perm}.contiguous()"
+        if not self.perm_out and operand_key(operand) not in {operand_key(o) for o in prologue.external(self.graph)}:
+            return prepare(operand, self.graph)
         return prepare(operand, self.graph, prologue.domain, True, body_shape(prologue, self.graph, operand))
 
     def unit(self, name: str, kernel: str, launcher: str, params: dict[str, Any]) -> KernelUnit:
@@ -179,21 +183,14 @@ class FusedIO:
 def adopted_channels_last(region: Region, graph: Graph) -> tuple[int, ...] | None:
     """The memory order (NHWC, NDHWC) in which a region can read the convolution product it adopted
     (builder._adopt_products), so that cuDNN writes the product channels-last and converts neither its input
-    nor its output between layouts; each template then checks that its own walk suits it. None when the region
-    adopted no convolution with a channels-last format, its prologue does not span the product, or its
-    epilogue reads operands of its own (they are indexed in the output's order, which such kernels do not
-    walk)."""
+    nor its output between layouts; each template then checks that its own walk suits it, and stores its
+    results in their NCHW order (FusedIO.perm_out false: the epilogue's operands are indexed so). None when
+    the region adopted no convolution with a channels-last format or its prologue does not span the product."""
     conv = region.extra.get("adopted")
     if conv is None or conv.op not in CHANNELS_LAST_OPS or region.prologue is None:
         return None
     perm = channels_last_order(len(conv.shape))
-    if perm is None or region.prologue.domain != tuple(conv.shape):
-        return None
-    out = region.extra.get("output", region.anchor.name)
-    if region.epilogue is not None and any(not (isinstance(o, Ref) and o.name == out)
-                                           for o in region.epilogue.external(graph)):
-        return None
-    return perm
+    return perm if perm is not None and region.prologue.domain == tuple(conv.shape) else None
 
 
 def dtype_of(node: Node) -> torch.dtype:
