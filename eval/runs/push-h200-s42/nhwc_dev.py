@@ -2,8 +2,8 @@
 channels-last (fused_pooling's nhwc form) against the NCHW form, on the development set's convolution -> pooling
 chains, beside eager and torch.compile; the emitted NCHW -> NHWC transpose against PyTorch's strided copy, over four shapes; the
 form's tile over BLOCK_S / BLOCK_C / warps on level2/10. Run from the checkout's root on the GPU machine after
-eval/runs/setup_gpu.sh: python3 -P eval/runs/push-h200-s42/nhwc_dev.py"""
-import importlib.util, tempfile
+eval/runs/setup_gpu.sh: python3 -P eval/runs/push-h200-s42/nhwc_dev.py [more]"""
+import importlib.util, sys, tempfile
 import torch, triton
 from kskill.agents.recipes.builder import build_candidate
 
@@ -11,6 +11,13 @@ BASE = ["fused_pooling", "kernel_fusion", "triton_reduction"]
 PROBLEMS = ["level2/10_ConvTranspose2d_MaxPool_Hardtanh_Mean_Tanh.py", "level2/35_Conv2d_Subtract_HardSwish_MaxPool_Mish.py",
             "level2/46_Conv2d_Subtract_Tanh_Subtract_AvgPool.py", "level2/38_ConvTranspose3d_AvgPool_Clamp_Softmax_Multiply.py",
             "level2/50_ConvTranspose3d_Scaling_AvgPool_BiasAdd_Scaling.py", "level2/89_ConvTranspose3d_MaxPool_Softmax_Subtract_Swish_Max.py"]
+# `more` (after call 3): a softmax over the channels, and an epilogue with operands of its own, read channels-last
+MORE = ["level2/49_ConvTranspose3d_Softmax_Sigmoid.py", "level2/6_Conv3d_Softmax_MaxPool_MaxPool.py",
+        "level2/42_ConvTranspose2d_GlobalAvgPool_BiasAdd_LogSumExp_Sum_Multiply.py",
+        "level2/8_Conv3d_Divide_Max_GlobalAvgPool_BiasAdd_Sum.py", "level2/50_ConvTranspose3d_Scaling_AvgPool_BiasAdd_Scaling.py",
+        "level2/96_ConvTranspose3d_Multiply_Max_GlobalAvgPool_Clamp.py"]
+if sys.argv[1:] == ["more"]:
+    BASE, PROBLEMS = BASE + ["online_softmax"], MORE
 TILES = [{"BLOCK_S": 32}, {"BLOCK_S": 128}, {"BLOCK_S": 64, "num_warps": 8}, {"BLOCK_S": 128, "num_warps": 8},
          {"BLOCK_C": 32, "BLOCK_S": 128}]
 
@@ -68,6 +75,8 @@ for problem in PROBLEMS:
     print(f"{problem[:40]:40s} torch.compile {bench(lambda: comp(*x)):.3f} ms", flush=True)
     del ref, x, want; torch.cuda.empty_cache(); torch._dynamo.reset()
 
+if sys.argv[1:] == ["more"]:
+    sys.exit(0)
 # the emitted transpose (written to a file: Triton reads a kernel's source from it) against PyTorch's copy
 from kskill.agents.recipes.templates.common import TO_CHANNELS_LAST
 f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)

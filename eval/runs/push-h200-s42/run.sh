@@ -1,7 +1,7 @@
 #!/bin/bash
 # #15, session 42, on the GPU machine from the checkout's root (.whl, .kb carried). Development steps first:
 #   DW3=1: push-h200-s41/pool_dev.py dw3 (the depthwise grid with a plane's tiles consecutive); NORM=1: norm_dev.py
-#   (the norms' pipelined form in smaller chunks); DEV="A.py B.py": other scripts of this folder; TESTS=EXPR: recipe-suite
+#   (the norms' pipelined form in smaller chunks); DEV="A.py B.py": other scripts of this folder (DEV_ARG: their argument); TESTS=EXPR: recipe-suite
 #   GPU tests matching EXPR; SANI=SCRIPT: compute-sanitizer memcheck over a script of this folder;
 #   then `kskill eval` over the rows in ONLY (none by default), resumable from a state archive. Keep LIMIT well
 #   inside the session's GPU budget: a call cut short returns only what is under $OUT.
@@ -17,7 +17,7 @@ step() {  # step NAME SECONDS COMMAND...: output to $OUT/logs/NAME.txt, shown
 }
 [ -n "$DW3" ] && step dw3 200 python3 -P $R/eval/runs/push-h200-s41/pool_dev.py dw3
 [ -n "$NORM" ] && step norm 200 python3 -P $D/norm_dev.py
-for dev in $DEV; do step ${dev%.py} ${DEV_S:-300} python3 -P $D/$dev; done
+for dev in $DEV; do step ${dev%.py}${DEV_ARG:+_$DEV_ARG} ${DEV_S:-300} python3 -P $D/$dev $DEV_ARG; done
 [ -n "$SANI" ] && step sanitizer ${SANI_S:-150} compute-sanitizer --tool memcheck --print-limit 20 python3 -P $D/$SANI
 [ -n "$TESTS" ] && (cd /tmp && step tests ${TESTS_S:-240} python3 -P -m pytest -q -p no:cacheprovider -m gpu "$R/tests/gpu/test_recipes_gpu.py" -k "$TESTS")
 if [ -n "$ONLY" ] && [ $SECONDS -lt $STOP ]; then
