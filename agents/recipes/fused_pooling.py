@@ -105,6 +105,23 @@ def rolls(region: Region, out_shape: tuple[int, ...]) -> bool:
     return stride[-2] < (kernel[-2] - 1) * dilation[-2] + 1
 
 
+def window_loops(axes: str, kernel: tuple[int, ...], stride: tuple[int, ...], pad: tuple[int, ...],
+                 dilation: tuple[int, ...], base: str) -> tuple[list[str], int, str, list[str], list[str]]:
+    """The statically unrolled loops over a window's offsets, outermost axis first, for outputs at `o<axis>`:
+    their lines, how deep they nest, the input position (`base`, then each axis's index `i<axis>`), and per
+    axis the index's validity and whether it lies within the padded input (the average's divisor)."""
+    lines, depth, pos, valid, padded = [], 0, base, [], []
+    for a, k, s, pd, dl in zip(axes, kernel, stride, pad, dilation):
+        A = a.upper()
+        lines.append("    " * depth + f"for k{a} in tl.static_range({k}):")
+        depth += 1
+        lines.append("    " * depth + f"i{a} = o{a} * {s} - {pd} + k{a} * {dl}")
+        pos = f"({pos}) * {A} + i{a}"
+        valid.append(f"(i{a} >= 0) & (i{a} < {A})")
+        padded.append(f"(i{a} < {A} + {pd})")
+    return lines, depth, pos, valid, padded
+
+
 def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     out_shape = tuple(region.anchor.shape)
     if rolls(region, out_shape):
@@ -124,18 +141,10 @@ def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     body += ["plane = rest", f"acc = tl.full([BLOCK], {fill}, tl.float32)"]
     if not is_max:
         body += ["counted = tl.zeros([BLOCK], tl.float32)"]
-    depth, offs, valid, padded = 0, ["plane"], ["omask"], []
-    for a, k, s, pd, dl in zip(axes, kernel, stride, pad, dilation):
-        A = a.upper()
-        body.append("    " * depth + f"for k{a} in tl.static_range({k}):")
-        depth += 1
-        body.append("    " * depth + f"i{a} = o{a} * {s} - {pd} + k{a} * {dl}")
-        offs = [f"({offs[0]}) * {A} + i{a}"]
-        valid.append(f"(i{a} >= 0) & (i{a} < {A})")
-        padded.append(f"(i{a} < {A} + {pd})")
+    loops, depth, pos, valid, padded = window_loops(axes, kernel, stride, pad, dilation, "plane")
     pad_in = " & ".join(padded)
     ind = "    " * depth
-    body += [ind + f"valid = {' & '.join(valid)}", ind + f"offs = {offs[0]}"]
+    body += loops + [ind + f"valid = {' & '.join(['omask', *valid])}", ind + f"offs = {pos}"]
     body += [ind + ln for ln in load]
     if is_max:
         body.append(ind + f"acc = tl.maximum(acc, tl.where(valid, {x}, float('-inf')))")
@@ -343,18 +352,10 @@ def nhwc_pool_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     body.append(f"acc = tl.full([BLOCK_S, BLOCK_C], {fill}, tl.float32)")
     if not is_max:
         body.append("counted = tl.zeros([BLOCK_S], tl.float32)")
-    depth, pos, valid, padded = 0, "img", ["smask"], []
-    for a, k, st, pd, dl in zip(axes, kernel, stride, pad, dilation):
-        A = a.upper()
-        body.append("    " * depth + f"for k{a} in tl.static_range({k}):")
-        depth += 1
-        body.append("    " * depth + f"i{a} = o{a} * {st} - {pd} + k{a} * {dl}")
-        pos = f"({pos}) * {A} + i{a}"
-        valid.append(f"(i{a} >= 0) & (i{a} < {A})")
-        padded.append(f"(i{a} < {A} + {pd})")
+    loops, depth, pos, valid, padded = window_loops(axes, kernel, stride, pad, dilation, "img")
     ind = "    " * depth
-    body += [ind + f"valid = {' & '.join(valid)}", ind + f"offs = ({pos})[:, None] * C + c[None, :]",
-             ind + "mask = valid[:, None] & cmask[None, :]"]
+    body += loops + [ind + f"valid = {' & '.join(['smask', *valid])}", ind + f"offs = ({pos})[:, None] * C + c[None, :]",
+                     ind + "mask = valid[:, None] & cmask[None, :]"]
     body += [ind + ln for ln in load]
     # a prologue's value at a masked-off offset is not the fill (the load's `other` is)
     value = f"tl.where(mask, {x}, {fill})" if region.prologue is not None else x
