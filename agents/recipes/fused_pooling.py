@@ -122,6 +122,23 @@ def window_loops(axes: str, kernel: tuple[int, ...], stride: tuple[int, ...], pa
     return lines, depth, pos, valid, padded
 
 
+def _window_step(region: Region, value: str, lanes: str, padded: list[str]) -> list[str]:
+    """One window offset's `value` folded into `acc`: the max, or the sum and, in `counted`, whether the offset
+    counts in the average's divisor (inside the input, or inside the padded input for the live `lanes`)."""
+    if region.extra["mode"] == "max":
+        return [f"acc = tl.maximum(acc, {value})"]
+    counts = "valid" if not region.extra["count_include_pad"] else f"{lanes} & {' & '.join(padded)}"
+    return [f"acc = acc + {value}", f"counted = counted + tl.where({counts}, 1.0, 0.0)"]
+
+
+def _divide(region: Region, counted: str) -> list[str]:
+    """The average's division once the window is summed (none for the max)."""
+    if region.extra["mode"] == "max":
+        return []
+    override = region.extra.get("divisor_override")
+    return [f"acc = acc * {1.0 / override!r}" if override else f"acc = acc / tl.maximum({counted}, 1.0)"]
+
+
 def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     out_shape = tuple(region.anchor.shape)
     if rolls(region, out_shape):
@@ -142,19 +159,11 @@ def pool_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
     if not is_max:
         body += ["counted = tl.zeros([BLOCK], tl.float32)"]
     loops, depth, pos, valid, padded = window_loops(axes, kernel, stride, pad, dilation, "plane")
-    pad_in = " & ".join(padded)
     ind = "    " * depth
     body += loops + [ind + f"valid = {' & '.join(['omask', *valid])}", ind + f"offs = {pos}"]
     body += [ind + ln for ln in load]
-    if is_max:
-        body.append(ind + f"acc = tl.maximum(acc, tl.where(valid, {x}, float('-inf')))")
-    else:
-        body.append(ind + f"acc = acc + tl.where(valid, {x}, 0.0)")
-        counts = "valid" if not region.extra["count_include_pad"] else f"omask & {pad_in}"
-        body.append(ind + f"counted = counted + tl.where({counts}, 1.0, 0.0)")
-    if not is_max:
-        override = region.extra.get("divisor_override")
-        body.append(f"acc = acc * {1.0 / override!r}" if override else "acc = acc / tl.maximum(counted, 1.0)")
+    body += [ind + ln for ln in _window_step(region, f"tl.where(valid, {x}, {fill})", "omask", padded)]
+    body += _divide(region, "counted")
     body += io.store_result("acc", "o", "omask")
     sizes = {a.upper(): n for a, n in zip(axes, in_shape[-dims:])}
     sizes.update({f"O{a.upper()}": n for a, n in zip(axes, out_shape[-dims:])})
@@ -359,15 +368,8 @@ def nhwc_pool_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     body += [ind + ln for ln in load]
     # a prologue's value at a masked-off offset is not the fill (the load's `other` is)
     value = f"tl.where(mask, {x}, {fill})" if region.prologue is not None else x
-    if is_max:
-        body.append(ind + f"acc = tl.maximum(acc, {value})")
-    else:
-        body.append(ind + f"acc = acc + {value}")
-        counts = "valid" if not region.extra["count_include_pad"] else f"smask & {' & '.join(padded)}"
-        body.append(ind + f"counted = counted + tl.where({counts}, 1.0, 0.0)")
-    if not is_max:
-        override = region.extra.get("divisor_override")
-        body.append(f"acc = acc * {1.0 / override!r}" if override else "acc = acc / tl.maximum(counted, 1.0)[:, None]")
+    body += [ind + ln for ln in _window_step(region, value, "smask", padded)]
+    body += _divide(region, "counted[:, None]")
     body += ["o = (img * C + c[None, :]) * OS + s[:, None]", "omask = smask[:, None] & cmask[None, :]"]
     body += io.store_result("acc", "o", "omask")
     sizes = {"C": channels, **{a.upper(): n for a, n in zip(axes, in_shape[-dims:])}}
