@@ -32,6 +32,7 @@ from kskill.graph_schema.model import Condition
 
 from .claims import Claim, EntityRef
 from .lexicon import OTHER_SENSES, Mention
+from .passages import opens_with_imperative
 from .relations import AVOIDING, BASELINE_BEFORE, CAUSE, MEASURE, MEASURE_HEADING, PURPOSE, REMEDY, TIMING, WHEN_TO_APPLY
 from .statement import in_brackets
 
@@ -190,6 +191,11 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
             return "what a tool or user can do, not how to measure"
         if BUILD_TIME.search(text):
             return "a build's time, not a measurement"
+        # learned-12: a step the sentence does not name (its passage's nearest step by meaning) needs the sentence to
+        # tell a measuring rule; a report of what a tool or a test measures ("GPU and CPU times are reported", "In this
+        # test, the benchmark measures the average latency ...") tells none
+        if step.id not in spans and not opens_with_imperative(text):
+            return "a step by meaning, and the sentence tells no measuring rule"
     told = claim.object if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef) else claim.subject
     if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN") and told.id in spans and past_first_cell(text, spans[told.id]):
         return "named in a table cell past the row's subject"

@@ -196,3 +196,17 @@ def test_a_category_or_a_tool_is_no_proposed_technique():
     assert why_unstated(proposal("SHARK Tuner"), "", []) == "a tool named as a technique"
     assert why_unstated(proposal("Stream-K scheduling"), "", []) == ""
     assert why_unstated(proposal("tile scheduler"), "", []) == ""
+
+
+def test_a_step_met_by_meaning_needs_a_measuring_rule(lexicon):
+    """learned-12: a sentence naming no step gets its passage's nearest one by meaning only when it tells how to
+    measure (advice, an imperative); a report of what a test or a tool measures tells nothing of it."""
+    step = evidence("measure_device_events", "ProtocolStep")
+    report = "In this test, the benchmark measures the average latency of the collective across four processes."
+    assert reason(lexicon, step, report) == "a step by meaning, and the sentence tells no measuring rule"
+    assert reason(lexicon, step, "GPU and CPU times are reported for every benchmark iteration.") == \
+        "a step by meaning, and the sentence tells no measuring rule"
+    assert reason(lexicon, step, "Run multiple timed iterations for statistical significance:") == ""
+    assert reason(lexicon, step, "You should read the timer only after the kernel has finished.") == ""
+    # a step the sentence names is read as before
+    assert reason(lexicon, step, "The benchmark records CUDA events around each timed launch.") == ""
