@@ -138,8 +138,9 @@ BUILD_TIME = re.compile(r"\b(?:build|compile|compilation|installation)\s+times?\
 # learned-12: a sentence that says what an example, a sample or a demo is ("This is an example of a GPU-accelerated
 # matrix vector multiplication kernel written in OpenCL", "Demonstrate the use of CUDA Graph conditional nodes") tells
 # what the example holds, nothing about the technique or bottleneck it names.
-DESCRIBES_SAMPLE = re.compile(r"^\W*(?:this (?:is an? )?(?:example|sample|demo|test|tutorial|script)\b|"
-                              r"demonstrat\w+ (?:the use|how)\b|(?:an? )?(?:example|sample|demo) (?:of|showing|that)\b)", re.I)
+# Only the forms that say what the example is: "An example that uses an optimized mainloop ... that explicitly pipelines
+# shared memory using asynchronous reads" goes on to say how it works (tune material).
+DESCRIBES_SAMPLE = re.compile(r"^\W*(?:this is an? (?:example|sample|demo)\b|demonstrat\w+ the use of\b)", re.I)
 # learned-12: a technique or bottleneck named as what is not used, not needed or not available ("(not TMA multicast)",
 # "negating the need for ... warp-level reductions", "persistent kernel scheduling via CLC is not available on SM120",
 # "if not autotuning, ... may be used"): the sentence says something of its absence, nothing of the node.

@@ -210,3 +210,9 @@ def test_a_step_met_by_meaning_needs_a_measuring_rule(lexicon):
     assert reason(lexicon, step, "You should read the timer only after the kernel has finished.") == ""
     # a step the sentence names is read as before
     assert reason(lexicon, step, "The benchmark records CUDA events around each timed launch.") == ""
+
+
+def test_an_example_that_says_how_it_works_is_evidence(lexicon):
+    text = ("An example that uses an optimized mainloop for Ampere that explicitly pipelines shared memory using "
+            "asynchronous reads from global memory.")
+    assert reason(lexicon, evidence("software_pipelining"), text) == ""
