@@ -257,6 +257,8 @@ CATEGORY = re.compile(r"\b(?:methods|shapes|types|modes|kinds|strategies|techniq
 TOOL = re.compile(r"\b(?:tuners?|profilers?|compilers?|debuggers?|analy[sz]ers?|sanitizers?|frameworks?|toolkits?|"
                   r"toolchains?|sdks?|runtimes?|librar(?:y|ies)|packages?|tools?|suites?|clis?|plugins?|extensions?|"
                   r"utilit(?:y|ies)|dashboards?|simulators?|emulators?)$", re.I)
+# A name in a product's brand case, lower-case letters before capitals ("xFormers", "cuBLAS", "vLLM"), names a library.
+BRAND = re.compile(r"^[a-z]{1,5}[A-Z]")
 
 
 def _proposal_unnamed(node: EntityRef) -> str:
@@ -276,7 +278,7 @@ def _proposal_unnamed(node: EntityRef) -> str:
         return "one common word proposed as a protocol step"
     if CATEGORY.search(name):
         return "a category of things, not one"
-    if node.kind == "Technique" and TOOL.search(name):
+    if node.kind == "Technique" and (TOOL.search(name) or BRAND.match(name)):
         return "a tool named as a technique"
     return ""
 

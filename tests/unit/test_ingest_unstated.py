@@ -194,6 +194,8 @@ def test_a_category_or_a_tool_is_no_proposed_technique():
     assert why_unstated(proposal("Timing Methods", "ProtocolStep"), "", []) == "a category of things, not one"
     assert why_unstated(proposal("Scheduling Shapes"), "", []) == "a category of things, not one"
     assert why_unstated(proposal("SHARK Tuner"), "", []) == "a tool named as a technique"
+    assert why_unstated(proposal("xFormers"), "", []) == "a tool named as a technique"
+    assert why_unstated(proposal("SageAttention"), "", []) == ""  # a method named by its authors
     assert why_unstated(proposal("Stream-K scheduling"), "", []) == ""
     assert why_unstated(proposal("tile scheduler"), "", []) == ""
 
