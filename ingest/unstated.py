@@ -150,6 +150,11 @@ NOT_USED_BEFORE = re.compile(r"\b(?:not|never|no longer|rather than|instead of|n
 NOT_AVAILABLE_AFTER = re.compile(r"^(?:\s+[\w-]+){0,4}?\s+(?:is|are|was|were)(?:\s+\w+ly)?\s+(?:not|never)\s+"
                                  r"(?:available|supported|used|needed|required|possible|applicable|enabled|implemented)\b",
                                  re.I)
+# learned-12: a technique or bottleneck named as the other side of an analogy ("implementation in the spirit of
+# FlashAttention", "Just as global memory coalescing affects DRAM bandwidth utilization, bank conflicts affect ..."):
+# the sentence speaks of something else by likeness, stating nothing of the node.
+LIKENED_BEFORE = re.compile(r"\b(?:in the spirit of|just as|akin to|analogous(?:ly)? to|reminiscent of|à la|"
+                            r"modell?ed (?:after|on)|in the style of)\s+(?:[\w-]+\s+){0,3}$", re.I)
 CELL = "|"
 
 
@@ -200,6 +205,10 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     told = claim.object if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef) else claim.subject
     if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN") and told.id in spans and past_first_cell(text, spans[told.id]):
         return "named in a table cell past the row's subject"
+    if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN") and any(
+            n in spans and spans[n].kind in ("Technique", "Bottleneck")
+            and LIKENED_BEFORE.search(text[max(0, spans[n].start - 80):spans[n].start]) for n in nodes):
+        return "named as the other side of an analogy"
     if claim.relation == "SUPPORTS" and claim.subject.id:
         return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))
     if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):

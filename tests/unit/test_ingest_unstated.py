@@ -218,3 +218,15 @@ def test_an_example_that_says_how_it_works_is_evidence(lexicon):
     text = ("An example that uses an optimized mainloop for Ampere that explicitly pipelines shared memory using "
             "asynchronous reads from global memory.")
     assert reason(lexicon, evidence("software_pipelining"), text) == ""
+
+
+def test_a_node_named_by_likeness_states_nothing(lexicon):
+    """learned-12: the other side of an analogy is no evidence and no remedy."""
+    spirit = "It is an efficient hardware-aware design and implementation in the spirit of FlashAttention ."
+    assert reason(lexicon, evidence("flash_attention"), spirit) == "named as the other side of an analogy"
+    just_as = ("Just as global memory coalescing affects DRAM bandwidth utilization, bank conflicts affect shared "
+               "memory throughput.")
+    assert reason(lexicon, remedy("shared_memory_bank_conflicts", "memory_coalescing"), just_as) == \
+        "named as the other side of an analogy"
+    assert reason(lexicon, evidence("flash_attention"),
+                  "FlashAttention tiles the attention computation to avoid writing the score matrix.") == ""
