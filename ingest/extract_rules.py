@@ -51,9 +51,11 @@ colon is each item's context as a heading is ("For stable and reliable performan
 inside a bracketed aside does not make its sentence a pointer.
 learned-12 (eval/ingest/runs/candidates-session42.md) reads mentions that state nothing more strictly, for precision on
 documents never seen: "see X" opening a clause is a cross-reference; a sentence saying what an example or a sample is
-states nothing of the node it names; a technique or bottleneck named as what is not used or not available, or in a
-table cell past the row's subject, is no evidence; "intrinsics" name fast math intrinsics only beside math words; and a
-proposal named by a category in the plural ("two timing methods") or by a tool ("SHARK Tuner") names no technique.
+states nothing of the node it names; a technique or bottleneck named as what is not used or not available, as the other
+side of an analogy ("in the spirit of FlashAttention") or in a table cell past the row's subject is no evidence;
+"intrinsics" name fast math intrinsics only beside math words; a protocol step met by meaning needs a sentence that tells
+a measuring rule; and a proposal named by a category in the plural ("two timing methods"), a tool ("SHARK Tuner") or a
+product's brand case ("xFormers") names no technique.
 """
 
 from __future__ import annotations
