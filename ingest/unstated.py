@@ -51,8 +51,10 @@ POINTS_ELSEWHERE = re.compile(
     r"recommend(?:s|ed)? (?:that )?(?:\w+ )?(?:first )?read|\{ref\}|let[’']?s (?:review|look at|recall|take a look)|"
     r"we[’']?ll (?:examine|look at|see)|(?:[\w-]+/)+[\w-]+\.\w+:\d+|(?<![-\w])[a-z0-9]+(?:-[a-z0-9]+){3,}\b\s*\.?\s*$|"
     # learned-12: "see", "consult" or "cf." opening a clause sends the reader to another page ("For finer-grained
-    # measurements more akin to unit tests, see Executable Benchmarks"); "as we see", "you can see" observe
-    r"(?:^|[,;:–—]\s*)(?:please\s+)?(?:see|consult|cf\.?)\s+(?!(?:how|that|what|why|whether|if|a|an|it|this|these|them)\b))",
+    # measurements more akin to unit tests, see Executable Benchmarks"), as "learn more about X in Y" does; "as we see",
+    # "you can see" observe
+    r"(?:^|[,;:–—]\s*)(?:please\s+)?(?:see|consult|cf\.?)\s+(?!(?:how|that|what|why|whether|if|a|an|it|this|these|them)\b)|"
+    r"\b(?:learn|read|find out) more\b|\bmore (?:details|information) (?:can be found|is available|are available)\b)",
     re.I)
 # Slide bullets flattened into one line: an agenda or an outline, not a statement.
 BULLETS = re.compile(r"[❖•▪◦►■➢]|(?<=\s)o(?=\s)")

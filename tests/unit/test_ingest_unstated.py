@@ -143,6 +143,7 @@ def test_a_pointer_in_a_bracketed_aside_leaves_the_claim_standing(lexicon):
 @pytest.mark.parametrize("text, why", [
     ("For finer-grained measurements more akin to unit tests, see Executable Benchmarks .", "points elsewhere"),
     ("Autotuning picks the tile sizes for each shape; cf. the tuning guide.", "points elsewhere"),
+    ("Learn more about optimizing kernels with TunableOp in Optimizing Triton kernels .", "points elsewhere"),
     ("This is an example of a GPU-accelerated matrix vector multiplication kernel written in OpenCL.",
      "what an example or a sample is"),
     ("Demonstrate the use of CUDA Graph conditional nodes available starting in CUDA 12.4.",
