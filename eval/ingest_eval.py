@@ -80,8 +80,8 @@ def ingest_folder(folder: Path, names: list[str], extractor: str = "learned") ->
 
 def ingest_paths(paths: list[Path], extractor: str = "learned") -> dict[str, Any]:
     """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "learned"
-    (learned-11, the shipped extractor), "precision" (precision-11, with the sentence-level precision model), "sense"
-    (sense-9, with the sense check) or "rules" (rules-10)."""
+    (learned-12, the shipped extractor), "precision" (precision-12, with the sentence-level precision model), "sense"
+    (sense-10, with the sense check) or "rules" (rules-11)."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
@@ -235,9 +235,9 @@ def main() -> None:
     parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
     parser.add_argument("--extractor", choices=["learned", "precision", "sense", "rules"], default="learned",
-                        help="learned: the scorer without the opt-in filters (learned-11); precision or sense: with "
-                             "the precision model (precision-11) or the sense check (sense-9); rules: the rules alone "
-                             "(rules-10), for side-by-side figures")
+                        help="learned: the scorer without the opt-in filters (learned-12); precision or sense: with "
+                             "the precision model (precision-12) or the sense check (sense-10); rules: the rules alone "
+                             "(rules-11), for side-by-side figures")
     parser.add_argument("--reverse", action="store_true",
                         help="ingest the corpus documents in the opposite order (a check: recall must not change)")
     args = parser.parse_args()

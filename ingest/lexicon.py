@@ -216,6 +216,12 @@ NEEDS_CONTEXT: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {node_id: (r
     "software_pipelining": (r"pipelines?", r"\bstages?\b|\bdepth\b|producers?|consumers?|\basync\w*|asynchronous|"
                                            r"overlap\w*|buffer\w*|\bloads?\b|prefetch\w*|\bcop(?:y|ies)\b|\bsmem\b|"
                                            r"shared memory|\btma\b|mainloop|latenc\w+"),
+    # learned-12: "intrinsics" alone are as often a timer's, a matrix unit's or a compiler's ("the T.cuda.timer_*
+    # intrinsics", "the low-level intrinsics" of WMMA) as fast math functions; the latter's sentence speaks of math
+    "fast_math_intrinsics": (r"intrinsic(?:s| functions?)", r"\bmath|\b(?:exp|log|sin|cos|tan|pow|rcp|div)(?:2|10|f|h)?\b|"
+                                                           r"tanh|sqrt|divisions?|reciprocal|transcendental|precision|accura\w+|"
+                                                           r"\bulps?\b|fast|approximat\w+|special functions?|\bsfu\b|"
+                                                           r"floating[- ]point|__\w+f\b"),
 }.items()}
 
 

@@ -107,6 +107,11 @@ def is_statement(text: str) -> bool:
     return _VERB.search(text) is not None or (_IMPERATIVE.search(text) is not None and _sentence_case(words))
 
 
+def opens_with_imperative(text: str) -> bool:
+    """The sentence (or its label's part after a colon) opens with a verb's bare form: "Run multiple iterations ..."."""
+    return _IMPERATIVE.search(text) is not None
+
+
 def _sentence_case(words: list[str]) -> bool:
     """Most longer words past the first in lower case: a sentence, not a title ("Reduce Memory Traffic With Fusion")."""
     longer = [w for w in words[1:] if len(w) > 3 and w.isalpha()]

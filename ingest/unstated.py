@@ -32,6 +32,7 @@ from kskill.graph_schema.model import Condition
 
 from .claims import Claim, EntityRef
 from .lexicon import OTHER_SENSES, Mention
+from .passages import opens_with_imperative
 from .relations import AVOIDING, BASELINE_BEFORE, CAUSE, MEASURE, MEASURE_HEADING, PURPOSE, REMEDY, TIMING, WHEN_TO_APPLY
 from .statement import in_brackets
 
@@ -48,7 +49,13 @@ POINTS_ELSEWHERE = re.compile(
     r"next|following|later|earlier|paper|post|blog|section|docs?|documentation)|inspired by|"
     r"see (?:the |our |also |\{|section\b|chapter\b)|(?:check|take a look at) (?:out )?(?:the|our|this)\b|"
     r"recommend(?:s|ed)? (?:that )?(?:\w+ )?(?:first )?read|\{ref\}|let[’']?s (?:review|look at|recall|take a look)|"
-    r"we[’']?ll (?:examine|look at|see)|(?:[\w-]+/)+[\w-]+\.\w+:\d+|(?<![-\w])[a-z0-9]+(?:-[a-z0-9]+){3,}\b\s*\.?\s*$)", re.I)
+    r"we[’']?ll (?:examine|look at|see)|(?:[\w-]+/)+[\w-]+\.\w+:\d+|(?<![-\w])[a-z0-9]+(?:-[a-z0-9]+){3,}\b\s*\.?\s*$|"
+    # learned-12: "see", "consult" or "cf." opening a clause sends the reader to another page ("For finer-grained
+    # measurements more akin to unit tests, see Executable Benchmarks"), as "learn more about X in Y" does; "as we see",
+    # "you can see" observe
+    r"(?:^|[,;:–—]\s*)(?:please\s+)?(?:see|consult|cf\.?)\s+(?!(?:how|that|what|why|whether|if|a|an|it|this|these|them)\b)|"
+    r"\b(?:learn|read|find out) more\b|\bmore (?:details|information) (?:can be found|is available|are available)\b)",
+    re.I)
 # Slide bullets flattened into one line: an agenda or an outline, not a statement.
 BULLETS = re.compile(r"[❖•▪◦►■➢]|(?<=\s)o(?=\s)")
 # A line ending in a colon that only points at what follows ("This is exactly what the shared memory approach
@@ -130,6 +137,38 @@ PRESCRIBED = re.compile(r"\b(?:should|must|make sure|ensure|always|never|recomme
                         r"inflat\w+|bias\w*|nois[ey]\w*|mislead\w*|vary|varies|fluctuat\w+|reliab\w+|stabl\w+)\b", re.I)
 CAPABILITY = re.compile(r"\b(?<!you )(?<!we )(?:can|could)\s+(?:be\s+)?\w+", re.I)
 BUILD_TIME = re.compile(r"\b(?:build|compile|compilation|installation)\s+times?\b", re.I)
+# learned-12: a sentence that says what an example, a sample or a demo is ("This is an example of a GPU-accelerated
+# matrix vector multiplication kernel written in OpenCL", "Demonstrate the use of CUDA Graph conditional nodes") tells
+# what the example holds, nothing about the technique or bottleneck it names.
+# Only the forms that say what the example is: "An example that uses an optimized mainloop ... that explicitly pipelines
+# shared memory using asynchronous reads" goes on to say how it works (tune material).
+DESCRIBES_SAMPLE = re.compile(r"^\W*(?:this is an? (?:example|sample|demo)\b|demonstrat\w+ the use of\b)", re.I)
+# learned-12: a technique or bottleneck named as what is not used, not needed or not available ("(not TMA multicast)",
+# "negating the need for ... warp-level reductions", "persistent kernel scheduling via CLC is not available on SM120",
+# "if not autotuning, ... may be used"): the sentence says something of its absence, nothing of the node.
+NOT_USED_BEFORE = re.compile(r"\b(?:not|never|no longer|rather than|instead of|negat\w+ the need for|no need for|"
+                             r"without the need for)\s+(?:(?:a|an|the|use|using|need|needing|require|requiring|"
+                             r"benefit from|support|supporting)\s+){0,2}$", re.I)
+NOT_AVAILABLE_AFTER = re.compile(r"^(?:\s+[\w-]+){0,4}?\s+(?:is|are|was|were)(?:\s+\w+ly)?\s+(?:not|never)\s+"
+                                 r"(?:available|supported|used|needed|required|possible|applicable|enabled|implemented)\b",
+                                 re.I)
+# learned-12: a technique or bottleneck named as the other side of an analogy ("implementation in the spirit of
+# FlashAttention", "Just as global memory coalescing affects DRAM bandwidth utilization, bank conflicts affect ..."):
+# the sentence speaks of something else by likeness, stating nothing of the node.
+LIKENED_BEFORE = re.compile(r"\b(?:in the spirit of|just as|akin to|analogous(?:ly)? to|reminiscent of|à la|"
+                            r"modell?ed (?:after|on)|in the style of)\s+(?:[\w-]+\s+){0,3}$", re.I)
+CELL = "|"
+
+
+def past_first_cell(text: str, mention: Mention) -> bool:
+    """In a table row ("Register blocking | Reduce memory traffic ... | Loop unrolling with register variables"), the
+    name sits past the row's first cell: the first cell says what the row is about, the later ones describe it."""
+    if text.count(CELL) < 2:
+        return False
+    body = text.lstrip()
+    offset = len(text) - len(body) + (1 if body.startswith(CELL) else 0)
+    first = text.find(CELL, offset)
+    return first != -1 and mention.start > first
 
 
 def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozenset[str] = frozenset(),
@@ -160,6 +199,18 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
             return "what a tool or user can do, not how to measure"
         if BUILD_TIME.search(text):
             return "a build's time, not a measurement"
+        # learned-12: a step the sentence does not name (its passage's nearest step by meaning) needs the sentence to
+        # tell a measuring rule; a report of what a tool or a test measures ("GPU and CPU times are reported", "In this
+        # test, the benchmark measures the average latency ...") tells none
+        if step.id not in spans and not opens_with_imperative(text):
+            return "a step by meaning, and the sentence tells no measuring rule"
+    told = claim.object if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef) else claim.subject
+    if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN") and told.id in spans and past_first_cell(text, spans[told.id]):
+        return "named in a table cell past the row's subject"
+    if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN") and any(
+            n in spans and spans[n].kind in ("Technique", "Bottleneck")
+            and LIKENED_BEFORE.search(text[max(0, spans[n].start - 80):spans[n].start]) for n in nodes):
+        return "named as the other side of an analogy"
     if claim.relation == "SUPPORTS" and claim.subject.id:
         return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))
     if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
@@ -208,6 +259,19 @@ IMPERATIVE_FIRST = re.compile(r"^(?:consider|optimi[sz]e|focus|make sure|ensure|
                               r"don[’']t|do not)\b", re.I)
 
 
+# learned-12: a name whose head is a category in the plural ("FlashInfer supports two timing methods:", "TS supports
+# three main scheduling shapes:") names a group the text goes on to list, not one method.
+CATEGORY = re.compile(r"\b(?:methods|shapes|types|modes|kinds|strategies|techniques|options|approaches|ways|variants|"
+                      r"categories|classes|flavou?rs|styles)$", re.I)
+# learned-12: a name whose head is a piece of software ("using the SHARK Tuner can provide meaningful speedup") names
+# the tool that applies a method, not the method (judged wrong on heldout13 and earlier halves: systems and libraries).
+TOOL = re.compile(r"\b(?:tuners?|profilers?|compilers?|debuggers?|analy[sz]ers?|sanitizers?|frameworks?|toolkits?|"
+                  r"toolchains?|sdks?|runtimes?|librar(?:y|ies)|packages?|tools?|suites?|clis?|plugins?|extensions?|"
+                  r"utilit(?:y|ies)|dashboards?|simulators?|emulators?)$", re.I)
+# A name in a product's brand case, lower-case letters before capitals ("xFormers", "cuBLAS", "vLLM"), names a library.
+BRAND = re.compile(r"^[a-z]{1,5}[A-Z]")
+
+
 def _proposal_unnamed(node: EntityRef) -> str:
     """Why a proposed node's name names no one new thing; "" when it may."""
     name = node.name.strip()
@@ -223,12 +287,18 @@ def _proposal_unnamed(node: EntityRef) -> str:
         return "advice in the imperative, not a named thing"
     if node.kind == "ProtocolStep" and len(name.split()) == 1 and name.islower():
         return "one common word proposed as a protocol step"
+    if CATEGORY.search(name):
+        return "a category of things, not one"
+    if node.kind == "Technique" and (TOOL.search(name) or BRAND.match(name)):
+        return "a tool named as a technique"
     return ""
 
 
 def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> str:
     if is_lead_line(text):
         return "a lead line: what follows it states, not the line"
+    if node.kind in ("Technique", "Bottleneck") and DESCRIBES_SAMPLE.search(text):
+        return "what an example or a sample is"
     if mention is None:
         return ""  # linked by its heading or by meaning: the rules' bars decide
     if INTRODUCES_CODE.search(text):
@@ -245,6 +315,8 @@ def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> s
         return "named in code"
     if node.kind == "Technique" and BASELINE_BEFORE.search(text[:mention.start]):
         return "named as the baseline of a comparison"
+    if NOT_USED_BEFORE.search(text[max(0, mention.start - 60):mention.start]) or NOT_AVAILABLE_AFTER.match(text[mention.end:]):
+        return "named as what is not used or not available"
     if node.kind == "Bottleneck" and not BOUND_WORDS.search(text[:mention.start] + " " + text[mention.end:]):
         if MERIT_WORDS.search(text[:mention.start]):
             return "a figure of merit"

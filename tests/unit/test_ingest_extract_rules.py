@@ -147,10 +147,10 @@ def test_sentences_respect_abbreviations_and_decimals(tmp_path):
 
 
 def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_opt_in(extractor, tmp_path):
-    """learned-11 by default; precision-11 when asked for, dropping what its model finds unstated."""
+    """learned-12 by default; precision-12 when asked for, dropping what its model finds unstated."""
     linker = extractor.linker
     default, with_model = RuleExtractor(linker), RuleExtractor(linker, RuleSettings(precision=True))
-    assert (default.version, with_model.version) == ("learned-11", "precision-11")
+    assert (default.version, with_model.version) == ("learned-12", "precision-12")
     doc = tmp_path / "doc.md"
     doc.write_text("# Memory bandwidth\n\nKernel fusion removes the intermediate writes that make a chain of "
                    "pointwise kernels memory-bound.\n\nSee the fusion section, `fuse=True`, kernel fusion, tiling.\n")
@@ -165,7 +165,7 @@ def test_the_sense_check_is_opt_in(extractor):
     """sense-8 when asked for; without an embedding model it keeps every claim (nothing to compare by meaning)."""
     linker = extractor.linker
     checked = RuleExtractor(linker, RuleSettings(sense=True))
-    assert checked.version == "sense-9" and RuleExtractor(linker).sense is None
+    assert checked.version == "sense-10" and RuleExtractor(linker).sense is None
     claim = Claim(EntityRef("Technique", "software_pipelining"), "SUPPORTS", None, 0.7,
                   Span("The graphics pipeline has many stages.", "offset 0"), "rules")
     assert checked.sense.filter([claim], linker) == [claim]
@@ -229,3 +229,29 @@ def test_a_capitalised_imperative_item_is_read(extractor, tmp_path):
     """learned-11: "Run a few warmup iterations ..." opens with its only verb, in capitals: still a statement."""
     found = triples(extractor, tmp_path, "# Tuning\n\n1. Run a few warmup iterations of the benchmark first\n")
     assert ("measure_warmup", "SUPPORTS", "") in found
+
+
+def test_learned12_a_document_of_mentions_gives_no_evidence(extractor, tmp_path):
+    """learned-12, on a small document: a cross-reference, an example's description, a technique said to be unavailable
+    and a table cell past the row's subject state nothing of the nodes they name; the row's own subject still does."""
+    found = triples(extractor, tmp_path, "# Benchmarks\n\n"
+                    "For finer-grained timing with warmup iterations before timing, see Executable Benchmarks .\n\n"
+                    "# Samples\n\n"
+                    "This is an example of a GPU-accelerated matrix vector multiplication kernel written in OpenCL.\n\n"
+                    "# Hardware\n\n"
+                    "- SM100 persistent kernel scheduling via CLC is not available on SM120 GPUs.\n\n"
+                    "# Strategies\n\n"
+                    "| Strategy | Effect | How |\n|---|---|---|\n"
+                    "| Register blocking | Reduce memory traffic with register accumulation | Loop unrolling with "
+                    "register variables |\n")
+    assert not {t[0] for t in found} & {"measure_warmup", "skinny_gemm", "persistent_kernel", "loop_unrolling"}
+    assert ("excess_dram_traffic", "ADDRESSED_BY", "register_blocking") in found
+
+
+def test_learned12_timer_intrinsics_are_no_fast_math(extractor, tmp_path):
+    found = triples(extractor, tmp_path, "# Profiling\n\nThe methods are thin wrappers around the timer intrinsics, "
+                    "which lower to small device helpers that are critical for low overhead.\n")
+    assert not any("fast_math_intrinsics" in t for t in found)
+    kept = triples(extractor, tmp_path, "# Math\n\nFast math intrinsics such as __expf are critical for speed when "
+                   "lower precision is acceptable.\n")
+    assert ("fast_math_intrinsics", "SUPPORTS", "") in kept

@@ -138,3 +138,96 @@ def test_a_pointer_in_a_bracketed_aside_leaves_the_claim_standing(lexicon):
     assert reason(lexicon, evidence("measure_device_events", "ProtocolStep"), text) == ""
     pointer = "To measure the average kernel execution time, see the accompanying benchmark.cpp for full details."
     assert reason(lexicon, evidence("measure_device_events", "ProtocolStep"), pointer) == "points elsewhere"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("For finer-grained measurements more akin to unit tests, see Executable Benchmarks .", "points elsewhere"),
+    ("Autotuning picks the tile sizes for each shape; cf. the tuning guide.", "points elsewhere"),
+    ("Learn more about optimizing kernels with TunableOp in Optimizing Triton kernels .", "points elsewhere"),
+    ("This is an example of a GPU-accelerated matrix vector multiplication kernel written in OpenCL.",
+     "what an example or a sample is"),
+    ("Demonstrate the use of CUDA Graph conditional nodes available starting in CUDA 12.4.",
+     "what an example or a sample is"),
+    ("- SM100 persistent kernel scheduling via CLC is not available on SM120", "named as what is not used or not available"),
+    ("Alternatively, if not autotuning, a config file may be used to set a single triton config.",
+     "named as what is not used or not available"),
+    ("nvfp4_gemv | Decode (M=1) NVFP4 GEMV weight shapes | NVFP4 dequant reference", "named in a table cell past the row's subject"),
+])
+def test_learned12_mentions_that_state_nothing(lexicon, text, why):
+    """learned-12: a cross-reference, what an example is, a node named as absent, a table cell past the row's subject."""
+    node = lexicon.mentions(text)[0]
+    assert reason(lexicon, evidence(node.id, node.kind), text) == why
+
+
+@pytest.mark.parametrize("text", [
+    "As we see in the profile, software pipelining hides the latency of global memory loads.",
+    "Software pipelining is not free: it raises register pressure.",
+    "Loop unrolling | Fewer branches per element | Unroll the inner loop by four",
+    "This kernel uses software pipelining to hide the latency of global memory loads.",
+])
+def test_learned12_statements_about_the_node_stand(lexicon, text):
+    """learned-12: "as we see" observes, a technique whose cost is named is still its subject, the row's first cell is
+    what the row is about, and "this kernel" is no example's description."""
+    node = next(m for m in lexicon.mentions(text) if m.kind == "Technique")
+    assert reason(lexicon, evidence(node.id), text) == ""
+
+
+def test_a_table_rows_remedy_takes_its_technique_from_the_first_cell(lexicon):
+    row = "Register blocking | Reduce memory traffic with register accumulation | Loop unrolling with register variables"
+    assert reason(lexicon, remedy("excess_dram_traffic", "register_blocking"), row) == ""
+    assert reason(lexicon, remedy("excess_dram_traffic", "loop_unrolling"), row) == \
+        "named in a table cell past the row's subject"
+
+
+def test_intrinsics_name_fast_math_only_beside_math(lexicon):
+    """learned-12: a timer's or a matrix unit's intrinsics are no fast math intrinsics."""
+    named = lambda text: {m.id for m in lexicon.mentions(text)}  # noqa: E731
+    assert "fast_math_intrinsics" not in named("The methods are thin wrappers around the T.cuda.timer_* intrinsics.")
+    assert "fast_math_intrinsics" not in named("These functions produce the addresses required by the low-level intrinsics.")
+    assert "fast_math_intrinsics" in named("Use intrinsics such as __expf for faster exponentials at lower precision.")
+
+
+def test_a_category_or_a_tool_is_no_proposed_technique():
+    """learned-12: "two timing methods" names a group the text lists, "SHARK Tuner" the tool that applies a method."""
+    def proposal(name: str, kind: str = "Technique") -> Claim:
+        return Claim(EntityRef(kind, "", name), "SUPPORTS", None, 0.6, Span("", ""), "rules")
+
+    assert why_unstated(proposal("Timing Methods", "ProtocolStep"), "", []) == "a category of things, not one"
+    assert why_unstated(proposal("Scheduling Shapes"), "", []) == "a category of things, not one"
+    assert why_unstated(proposal("SHARK Tuner"), "", []) == "a tool named as a technique"
+    assert why_unstated(proposal("xFormers"), "", []) == "a tool named as a technique"
+    assert why_unstated(proposal("SageAttention"), "", []) == ""  # a method named by its authors
+    assert why_unstated(proposal("Stream-K scheduling"), "", []) == ""
+    assert why_unstated(proposal("tile scheduler"), "", []) == ""
+
+
+def test_a_step_met_by_meaning_needs_a_measuring_rule(lexicon):
+    """learned-12: a sentence naming no step gets its passage's nearest one by meaning only when it tells how to
+    measure (advice, an imperative); a report of what a test or a tool measures tells nothing of it."""
+    step = evidence("measure_device_events", "ProtocolStep")
+    report = "In this test, the benchmark measures the average latency of the collective across four processes."
+    assert reason(lexicon, step, report) == "a step by meaning, and the sentence tells no measuring rule"
+    assert reason(lexicon, step, "GPU and CPU times are reported for every benchmark iteration.") == \
+        "a step by meaning, and the sentence tells no measuring rule"
+    assert reason(lexicon, step, "Run multiple timed iterations for statistical significance:") == ""
+    assert reason(lexicon, step, "You should read the timer only after the kernel has finished.") == ""
+    # a step the sentence names is read as before
+    assert reason(lexicon, step, "The benchmark records CUDA events around each timed launch.") == ""
+
+
+def test_an_example_that_says_how_it_works_is_evidence(lexicon):
+    text = ("An example that uses an optimized mainloop for Ampere that explicitly pipelines shared memory using "
+            "asynchronous reads from global memory.")
+    assert reason(lexicon, evidence("software_pipelining"), text) == ""
+
+
+def test_a_node_named_by_likeness_states_nothing(lexicon):
+    """learned-12: the other side of an analogy is no evidence and no remedy."""
+    spirit = "It is an efficient hardware-aware design and implementation in the spirit of FlashAttention ."
+    assert reason(lexicon, evidence("flash_attention"), spirit) == "named as the other side of an analogy"
+    just_as = ("Just as global memory coalescing affects DRAM bandwidth utilization, bank conflicts affect shared "
+               "memory throughput.")
+    assert reason(lexicon, remedy("shared_memory_bank_conflicts", "memory_coalescing"), just_as) == \
+        "named as the other side of an analogy"
+    assert reason(lexicon, evidence("flash_attention"),
+                  "FlashAttention tiles the attention computation to avoid writing the score matrix.") == ""
