@@ -366,9 +366,8 @@ def nhwc_pool_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     body += loops + [ind + f"valid = {' & '.join(['smask', *valid])}", ind + f"offs = ({pos})[:, None] * C + c[None, :]",
                      ind + "mask = valid[:, None] & cmask[None, :]"]
     body += [ind + ln for ln in load]
-    # a prologue's value at a masked-off offset is not the fill (the load's `other` is)
-    value = f"tl.where(mask, {x}, {fill})" if region.prologue is not None else x
-    body += [ind + ln for ln in _window_step(region, value, "smask", padded)]
+    # the prologue's value at a masked-off offset is not the fill (the load's `other` is)
+    body += [ind + ln for ln in _window_step(region, f"tl.where(mask, {x}, {fill})", "smask", padded)]
     body += _divide(region, "counted[:, None]")
     body += ["o = (img * C + c[None, :]) * OS + s[:, None]", "omask = smask[:, None] & cmask[None, :]"]
     body += io.store_result("acc", "o", "omask")

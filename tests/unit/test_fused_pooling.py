@@ -124,6 +124,7 @@ CONV_POOL = '''class Model(nn.Module):
     ("nn.Conv2d(3, 5, 3)", (2, 3, 10, 9), "F.avg_pool2d(self.conv(x) * 2.0, 3, 2, 1, count_include_pad=False)",
      {"BLOCK_S": 8}),  # positions over several tiles, the last ragged
     ("nn.Conv2d(3, 5, 3)", (2, 3, 10, 9), "F.max_pool2d(self.conv(x), 3, 1, 1, dilation=2, ceil_mode=True)", {}),
+    ("nn.Conv2d(3, 5, 3)", (2, 3, 10, 9), "F.avg_pool2d(self.conv(x), 3, 2, 1, ceil_mode=True)", {}),
     ("nn.Conv3d(2, 4, 3)", (2, 2, 6, 7, 5), "torch.sigmoid(F.max_pool3d(self.conv(x), 2, 1))", {}),
     ("nn.ConvTranspose3d(2, 3, 3)", (2, 2, 3, 4, 5), "F.avg_pool3d(self.conv(x), 2, divisor_override=3)", {}),
 ])
