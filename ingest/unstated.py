@@ -204,13 +204,13 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
         # test, the benchmark measures the average latency ...") tells none
         if step.id not in spans and not opens_with_imperative(text):
             return "a step by meaning, and the sentence tells no measuring rule"
-    told = claim.object if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef) else claim.subject
-    if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN") and told.id in spans and past_first_cell(text, spans[told.id]):
-        return "named in a table cell past the row's subject"
-    if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN") and any(
-            n in spans and spans[n].kind in ("Technique", "Bottleneck")
-            and LIKENED_BEFORE.search(text[max(0, spans[n].start - 80):spans[n].start]) for n in nodes):
-        return "named as the other side of an analogy"
+    if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN"):
+        told = claim.object if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef) else claim.subject
+        if told.id in spans and past_first_cell(text, spans[told.id]):
+            return "named in a table cell past the row's subject"
+        if any(n in spans and spans[n].kind in ("Technique", "Bottleneck")
+               and LIKENED_BEFORE.search(text[max(0, spans[n].start - 80):spans[n].start]) for n in nodes):
+            return "named as the other side of an analogy"
     if claim.relation == "SUPPORTS" and claim.subject.id:
         return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))
     if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
