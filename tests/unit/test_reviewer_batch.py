@@ -72,7 +72,8 @@ def test_a_mixed_batch_gives_each_candidate_its_own_class_and_times_the_good_one
     # Where the batch's time went, by phase: the judge's start, the reference, each candidate's steps.
     phases = good.profile["batch"]["phases"]
     assert {"start", "load_problem", "reference", "load_candidate", "correctness", "timing"} <= set(phases), phases
-    assert 0.5 * elapsed < sum(phases.values()) <= elapsed, (phases, elapsed)
+    # Each phase is rounded to 0.01 s, so their sum may pass the elapsed time by half of that per phase.
+    assert 0.5 * elapsed < sum(phases.values()) <= elapsed + 0.005 * len(phases), (phases, elapsed)
     # Finer: the judge's own steps and each command to the runner, with the runner's account of its trials.
     steps = good.profile["batch"]["steps"]
     assert {"judge.reference", "judge.compare", "runner.load", "runner.run", "runner.time", "run.call",
