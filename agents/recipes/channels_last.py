@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe
+from kskill.agents.recipes.fused_normalization import channels_last_norm
 from kskill.agents.recipes.fused_pooling import channels_last_pool
 from kskill.agents.recipes.online_softmax import channels_last_softmax
 from kskill.agents.recipes.gemm_epilogue_fusion import CHANNELS_LAST_OPS, gemm_region, product_text
@@ -45,8 +46,9 @@ class ChannelsLast(AnchorRecipe):
             outputs = region.epilogue.outputs if region.epilogue else [region.extra.get("output", region.anchor.name)]
             region.extra["contiguous_outputs"] = {o for o in outputs if _needs_contiguous(o, graph, claimed)}
         # a batch norm that took its convolution over runs it in channels-last too, and reads the result as it
-        # lies; so do a reduction, a pooling and a softmax over the channels that adopted their convolution's product
-        reads = (channels_last_view, channels_last_pool, channels_last_softmax)
+        # lies; so do a reduction, a pooling, a softmax over the channels and a group norm that adopted their
+        # convolution's product
+        reads = (channels_last_view, channels_last_pool, channels_last_softmax, channels_last_norm)
         adopted = [r for r in ctx.regions if getattr(r.extra.get("conv"), "op", None) in CHANNELS_LAST_OPS
                    or any(read(r, graph) is not None for read in reads)]
         if regions or adopted:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.gemm_epilogue_fusion import GEMM_OPS
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
@@ -33,7 +35,7 @@ from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.exchange import (
     Grouped, Split, chosen_split, exchange_unit, gather, publish)
-from kskill.agents.recipes.templates.fused_io import FusedIO
+from kskill.agents.recipes.templates.fused_io import FusedIO, adopted_channels_last
 from kskill.agents.recipes.templates.unit import KernelUnit
 
 def norm_region(node: Node, graph: Graph) -> Region | None:
@@ -114,20 +116,54 @@ def row_params(p: int, r: int) -> dict[str, Any]:
     return {"BLOCK_R": block, "num_warps": 4 if block <= 1024 else (8 if block <= 4096 else 16), "SPLIT": 1}
 
 
-def channel_expr(affine_index: str) -> str:
-    """Index into weight/bias for element `cols` of row `row`."""
+# A group norm over an adopted convolution product whose channels-last runs (the group's channels at one
+# position) are shorter than this reads NCHW: each program would fetch sectors of which it uses a fraction.
+MIN_RUN_BYTES = 16
+
+
+def channels_last_norm(region: Region, graph: Graph) -> tuple[int, ...] | None:
+    """The memory order to read an adopted convolution product in (fused_io.adopted_channels_last) for a group
+    norm: cuDNN then writes the product channels-last and converts neither its input nor its output (on the
+    H200 those conversions took 2.4 of level2/19's 7.46 ms, eval/runs/push-h200-s42/NOTES.md). The norm walks
+    each row position by position (row_walk). None for other norms (an instance norm's run is one channel) and
+    for groups of fewer than MIN_RUN_BYTES of channels."""
+    perm = adopted_channels_last(region, graph) if region.kind == "norm" else None
+    kind, *rest = region.extra.get("affine_index", "").split(":")
+    if perm is None or kind != "channel":
+        return None
+    itemsize = torch.empty((), dtype=region.extra["adopted"].dtype or torch.float32).element_size()
+    return perm if int(rest[0]) * itemsize >= MIN_RUN_BYTES else None
+
+
+def row_walk(region: Region, nhwc: bool) -> tuple[list[str], list[str], str]:
+    """Where element `cols` of row `row` lies: (lines giving the offset the input is read at, lines giving `offs`,
+    where the result is stored, the read offset's name). An NCHW row is contiguous: `offs` for both. A group
+    norm reading a channels-last product (channels_last_norm) walks its row position by position, the group's
+    CG channels of a position contiguous (element r = s * CG + cc), and stores the result in NCHW order."""
+    if not nhwc:
+        return ["offs = row * R + cols"], [], "offs"
+    per_group, inner, groups = (int(v) for v in region.extra["affine_index"].split(":")[1:])
+    # the element's position n * S + s (64-bit where `row` is), times C, plus its channel
+    read = (f"offs_in = ((row // {groups}) * {inner} + cols // {per_group}) * {groups * per_group} + "
+            f"(row % {groups}) * {per_group} + cols % {per_group}")
+    return [read], [f"offs = row * R + (cols % {per_group}) * {inner} + cols // {per_group}"], "offs_in"
+
+
+def channel_expr(affine_index: str, nhwc: bool = False) -> str:
+    """Index into weight/bias for element `cols` of row `row` (walked as row_walk says)."""
     if affine_index == "r":
         return "cols"
     kind, *rest = affine_index.split(":")
     if kind == "channel":
         per_group, inner, groups = (int(v) for v in rest)
-        return f"(row % {groups}) * {per_group} + cols // {inner}"
+        within = f"cols % {per_group}" if nhwc else f"cols // {inner}"
+        return f"(row % {groups}) * {per_group} + {within}"
     return f"(row % {int(rest[0])}) + cols * 0"
 
 
 def _affine(io: FusedIO, region: Region, y: str) -> list[str]:
     lines = []
-    ch = channel_expr(region.extra["affine_index"])
+    ch = channel_expr(region.extra["affine_index"], io.perm is not None)
     for key, op in (("weight", "*"), ("bias", "+")):
         operand = region.extra.get(key)
         if operand is not None:
@@ -136,11 +172,14 @@ def _affine(io: FusedIO, region: Region, y: str) -> list[str]:
     return lines
 
 
-def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
+def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
+              perm: tuple[int, ...] | None = None) -> KernelUnit:
+    """`perm`: read the input in that memory order (channels_last_norm)."""
     p_, r_, _ = region.extra["view"]
     eps = region.extra["eps"]
     p = {**row_params(p_, r_), **{k: v for k, v in params.items() if k in ("BLOCK_R", "num_warps", "SPLIT")}}
-    io = FusedIO(region, graph)
+    io = FusedIO(region, graph, perm=perm, perm_out=False)
+    read, store, at = row_walk(region, perm is not None)
     for key in ("weight", "bias"):
         if region.extra.get(key) is not None:
             io.add(region.extra[key])
@@ -153,19 +192,19 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
         return _split_rows_unit(name, region, io, p)
     pid = program_id(0, io.wide)
     if r_ <= p["BLOCK_R"]:
-        load, x = io.load_input("offs", "mask")
-        body = [f"row = {pid}", "cols = tl.arange(0, BLOCK_R)", "offs = row * R + cols", "mask = cols < R"] + load + [
+        load, x = io.load_input(at, "mask")
+        body = [f"row = {pid}", "cols = tl.arange(0, BLOCK_R)", *read, "mask = cols < R"] + load + [
             f"x = tl.where(mask, {x}, 0.0)", "mean = tl.sum(x, axis=0) / R",
             "xc = tl.where(mask, x - mean, 0.0)", "var = tl.sum(xc * xc, axis=0) / R",
             f"y = xc * tl.math.rsqrt(var + {eps!r})"] + _affine(io, region, "y")
-        body += io.store_result("y", "offs", "mask", loaded="x")
+        body += store + io.store_result("y", "offs", "mask", loaded="x")
         doc = "row in registers: the mean, then the centred variance, from one read; one write"
     else:
-        load1, x1 = io.load_input("offs", "mask")
-        load2, x2 = io.load_input("offs", "mask")
+        load1, x1 = io.load_input(at, "mask")
+        load2, x2 = io.load_input(at, "mask")
         body = [f"row = {pid}", "count = 0.0", "mean = 0.0", "m2 = 0.0",
-                "for start in range(0, R, BLOCK_R):",
-                "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
+                "for start in range(0, R, BLOCK_R):", "    cols = start + tl.arange(0, BLOCK_R)"]
+        body += ["    " + ln for ln in read] + ["    mask = cols < R"]
         body += ["    " + ln for ln in load1] + [
             f"    x = tl.where(mask, {x1}, 0.0)",
             "    n_t = tl.sum(mask.to(tl.float32), axis=0)",
@@ -175,8 +214,8 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -
             "    mean = mean + delta * (n_t / total)",
             "    m2 = m2 + m2_t + delta * delta * (count * n_t / total)", "    count = total",
             f"rstd = tl.math.rsqrt(m2 / R + {eps!r})",
-            "for start in range(0, R, BLOCK_R):",
-            "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
+            "for start in range(0, R, BLOCK_R):", "    cols = start + tl.arange(0, BLOCK_R)"]
+        body += ["    " + ln for ln in read + store] + ["    mask = cols < R"]
         body += ["    " + ln for ln in load2] + [f"    y = ({x2} - mean) * rstd"]
         body += ["    " + ln for ln in _affine(io, region, "y")]
         body += ["    " + ln for ln in io.store_result("y", "offs", "mask", loaded=x2)]
@@ -191,7 +230,8 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     """A long row split over SPLIT adjacent programs, each holding its chunk in registers: chunk mean and
     M2 exchanged (templates/exchange.py) and Chan-merged, then each program normalises its chunk. One read."""
     p_, r_, _ = region.extra["view"]
-    load, x = io.load_input("offs", "mask")
+    read, store, at = row_walk(region, io.perm is not None)
+    load, x = io.load_input(at, "mask")
     merge = gather() + ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
                         "mean_k = tl.where(ok, a_k, 0.0)", "m2_k = tl.where(ok, b_k, 0.0)"] + PARTS_MERGE
     rstd = f"tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"
@@ -199,7 +239,10 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     first = load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t")
     body = merge + [f"y = (x - mean) * {rstd}"] + write
     doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."
-    return exchange_unit(name, io, p_, r_, split, first, body, doc)
+    if io.perm is None:
+        return exchange_unit(name, io, p_, r_, split, first, body, doc)
+    return exchange_unit(name, io, p_, r_, split, read + first, store + body, doc + " Channels-last input.",
+                         contiguous_rows=False)
 
 
 def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) -> KernelUnit:
@@ -208,17 +251,18 @@ def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) 
     row read twice, as in the long-row kernel, with SPLIT times the programs."""
     p_, r_, _ = region.extra["view"]
     wide = io.wide
+    read, store, at = row_walk(region, io.perm is not None)
     head = [f"row = {program_id(0, wide)}", f"s = {program_id(1, wide)}", "count = 0.0", "mean = 0.0", "m2 = 0.0"]
-    chunk = ["for start in range(s * CHUNK, tl.minimum(s * CHUNK + CHUNK, R), BLOCK_R):",
-             "    cols = start + tl.arange(0, BLOCK_R)", "    offs = row * R + cols", "    mask = cols < R"]
-    load, x = io.load_input("offs", "mask")
-    stats = head + chunk + ["    " + ln for ln in load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + CHAN_MERGE]
+    loop = ["for start in range(s * CHUNK, tl.minimum(s * CHUNK + CHUNK, R), BLOCK_R):",
+            "    cols = start + tl.arange(0, BLOCK_R)", "    mask = cols < R"]
+    load, x = io.load_input(at, "mask")
+    stats = head + loop + ["    " + ln for ln in read + load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + CHAN_MERGE]
     stats += [f"tl.store(ws_ptr + (row * SPLIT + s) * 3 + {k}, {v})" for k, v in enumerate(("count", "mean", "m2"))]
-    load, x = io.load_input("offs", "mask")
+    load, x = io.load_input(at, "mask")
     place = head[:2]  # row and s, without the running statistics the stats kernel starts from
     apply = place + load_parts("ws_ptr", "row * SPLIT") + PARTS_MERGE
-    apply += [f"rstd = tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + chunk
-    apply += ["    " + ln for ln in load] + [f"    y = ({x} - mean) * rstd"]
+    apply += [f"rstd = tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"] + loop
+    apply += ["    " + ln for ln in read + store + load] + [f"    y = ({x} - mean) * rstd"]
     apply += ["    " + ln for ln in _affine(io, region, "y") + io.store_result("y", "offs", "mask", loaded=x)]
     sizes = "R: tl.constexpr, CHUNK: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr"
     kernel = (f"@triton.jit\ndef {name}_stats({io.input_ptrs()}, ws_ptr, {sizes}):\n"
@@ -239,7 +283,8 @@ def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) 
 
 
 def lower_rows(name: str, region: Region, how: Lowering) -> KernelUnit:
-    return norm_unit(name, region, how.graph, how.params)
+    perm = channels_last_norm(region, how.graph) if how.nhwc else None
+    return norm_unit(name, region, how.graph, how.params, perm)
 
 
 def lower_batch(name: str, region: Region, how: Lowering) -> KernelUnit:

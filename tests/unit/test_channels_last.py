@@ -230,3 +230,48 @@ def test_an_epilogue_operand_is_read_in_the_order_of_the_result(conv, shape, bia
     launcher = cand.source.split(f"def {kernel}(")[1]
     assert "_to_channels_last(x)" in launcher and "__acc__.permute(0, 2, 3, " in launcher
     assert "_to_channels_last(bias" not in launcher  # the epilogue's operand stays as it is
+
+
+GROUP_NORM = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = {conv}
+        self.gn = nn.GroupNorm({groups}, {channels})
+        self.scale = nn.Parameter(torch.randn({channels}, *[1] * (x_rank - 2)))
+
+    def forward(self, x):
+        return torch.relu(self.gn(F.gelu(self.conv(x))) * self.scale)
+'''
+
+
+@pytest.mark.parametrize("conv, groups, shape, params, form", [
+    ("nn.Conv2d(3, 8, 3)", 2, (2, 3, 9, 7), None, "tl.sum(x, axis=0) / R"),                 # a row in registers
+    ("nn.Conv3d(2, 8, 3)", 2, (2, 2, 6, 7, 8), None, "tl.sum(x, axis=0) / R"),              # 3-d
+    ("nn.Conv2d(3, 8, 3)", 2, (2, 3, 9, 7), {"launch": {"_norm_0": {"BLOCK_R": 64}}}, "for start in range(0, R"),
+    ("nn.Conv2d(3, 8, 3)", 2, (2, 3, 9, 7), {"launch": {"_norm_0": {"SPLIT": 3, "BLOCK_R": 16}}}, "_norm_0_stats["),
+    ("nn.ConvTranspose2d(3, 16, 3)", 2, (2, 3, 30, 32), None, "row = pid // SPLIT"),        # chunks exchanged
+    ("nn.Conv2d(3, 8, 3)", 2, (2, 3, 50, 50), {"group": 2}, "grp = pid // SPLIT"),           # two rows a program
+    ("nn.Conv2d(3, 8, 3)", 2, (2, 3, 50, 50), {"pipeline": True, "pipe_chunk": 1024}, "while row0 < ROWS:"),
+])
+def test_a_group_norm_reads_the_adopted_convolution_channels_last(conv, groups, shape, params, form):
+    """Each row (a group of a sample) is walked position by position over the group's channels, contiguous in
+    cuDNN's channels-last product; the result, and so the scale after it, is in NCHW order; every row form."""
+    channels = int(conv.split(", ")[1])
+    src = problem(GROUP_NORM.format(conv=conv, groups=groups, channels=channels).replace("x_rank", str(len(shape))),
+                  f"[torch.randn{shape}]")
+    cand = check(src, ["channels_last", "fused_normalization", "kernel_fusion"], params)
+    launcher = cand.source.split("def _norm_0(")[1]
+    assert "_to_channels_last(x)" in launcher and "__acc__.permute(0, 2, 3, " in launcher
+    per_group = channels // groups
+    assert f"cols // {per_group}) * {channels} + (row" in cand.source and "tl.load(acc_ptr + offs_in" in cand.source
+    assert form in cand.source
+
+
+def test_a_group_norm_of_short_channel_runs_and_an_instance_norm_read_nchw():
+    """Two channels a group (8 bytes a position) and an instance norm (one channel a row) would fetch sectors a
+    program uses a fraction of: the product stays NCHW for them."""
+    for groups in (4, 8):
+        model = GROUP_NORM.format(conv="nn.Conv2d(3, 8, 3)", groups=groups, channels=8).replace("x_rank", "4")
+        src = problem(model, "[torch.randn(2, 3, 9, 7)]")
+        cand = check(src, ["channels_last", "fused_normalization", "kernel_fusion"])
+        assert "offs_in" not in cand.source and "_to_channels_last(x)" not in cand.source.split("def _norm_0(")[1]

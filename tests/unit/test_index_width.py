@@ -42,13 +42,15 @@ CASES = {
     "conv_batch_norm": (["fused_normalization"], "self.bn(self.pw(x))", ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
     "conv_batch_norm_nhwc": (["channels_last", "fused_normalization"], "torch.relu(self.bn(self.pw(x)))",
                              ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
-    # a convolution's product read channels-last by the pooling, softmax and reduction that adopt it
+    # a convolution's product read channels-last by the pooling, softmax, reduction and group norm that adopt it
     "conv_pool_nhwc": (["channels_last", "fused_pooling", "kernel_fusion"], "F.max_pool2d(torch.relu(self.pw(x)), 2)",
                        ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 2)"]),
     "conv_softmax_nhwc": (["channels_last", "online_softmax"], "torch.softmax(self.pw(x), dim=1)",
                           ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
     "conv_mean_nhwc": (["channels_last", "triton_reduction"], "self.pw(x).mean(dim=(2, 3))",
                        ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
+    "conv_group_norm_nhwc": (["channels_last", "fused_normalization", "kernel_fusion"], "self.gn(torch.relu(self.pw(x)))",
+                             ["(64, 64, 1024, BIG // (64 * 64 * 1024) + 1)"]),
     "triangular_gemm": (["algebraic_simplification"], "torch.tril(x @ y)",
                         ["(int(BIG ** 0.5) + 1, 64)", "(64, int(BIG ** 0.5) + 1)"]),
     "row_loss": (["fused_loss"], "F.triplet_margin_loss(x, y, y)", ["(BIG // 1024, 1024)", "(BIG // 1024, 1024)"]),

@@ -164,10 +164,10 @@ def row_exchange(r: int) -> tuple[int, int, int] | None:
 
 
 def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first: list[str], then: list[str],
-                  doc: str) -> KernelUnit:
+                  doc: str, contiguous_rows: bool = True) -> KernelUnit:
     """The kernel and its launcher (the flag and slots filled with EMPTY, the poll bound for the device, the
     launch and its repair). `first` loads this program's chunk of `row` (`offs` = row * R + `cols`, `mask`),
-    reduces it and publishes;
+    reduces it and publishes (without `contiguous_rows`, `first` and `then` locate the elements themselves);
     `then` gathers the row's statistics and writes the chunk. With one row a program the kernel is
     `first` then `then`; with a group, `first` for each row, then `then` for each, every name `first`
     assigns taking the row's place in the group as a suffix."""
@@ -175,19 +175,19 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
              "        return",
              f"pid = {program_id(0, io.wide)}", "c = pid % SPLIT", "cols = c * BLOCK_R + tl.arange(0, BLOCK_R)",
              "mask = cols < R"]
-    first, then = scalar_base_first(first, r), scalar_base_first(then, r)
-    locate = ["offs = row * R + cols"]
+    if contiguous_rows:
+        first, then = ["offs = row * R + cols"] + scalar_base_first(first, r), scalar_base_first(then, r)
     if split.pipelined:
-        return _pipelined_unit(name, io, rows, r, split, place, locate + first, then, doc)
+        return _pipelined_unit(name, io, rows, r, split, place, first, then, doc)
     if split.group > 1:
-        names = {"row"} | _assigned(locate + first)
+        names = {"row"} | _assigned(first)
         body = place + ["grp = pid // SPLIT"]
         for k in range(split.group):
-            body += _suffixed([f"row = grp * {split.group} + {k}"] + locate + first, k, names)
+            body += _suffixed([f"row = grp * {split.group} + {k}"] + first, k, names)
         for k in range(split.group):
             body += _suffixed(then, k, names)
     else:
-        body = place + ["row = pid // SPLIT"] + locate + first + then
+        body = place + ["row = pid // SPLIT"] + first + then
     programs = rows // split.group * split.split
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['ws_ptr', 'SPIN'])}, {SIZES}):\n"
               f'    """{doc}"""\n{indent(body, 4)}\n')
