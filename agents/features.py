@@ -334,15 +334,24 @@ def _has_attention_pattern(graph: OpGraph) -> bool:
     return False
 
 
-def _simplifiable_patterns(graph: OpGraph) -> int:
+def _reduced_gemms(graph: OpGraph) -> int:
+    """GEMMs whose result reaches a sum or mean over its columns through affine ops alone: the weight can be
+    reduced first (x @ W.sum(0)), a matrix-vector product in place of the GEMM."""
     count = 0
+    for node in graph.nodes:
+        if node.family == "gemm" and node.shape is not None:
+            chain = _through(graph, node, AFFINE, forward=True)
+            if chain and chain[-1].op in ("sum", "mean") and _is_last_dim(_dim_of(chain[-1]), len(node.shape)):
+                count += 1
+    return count
+
+
+def _simplifiable_patterns(graph: OpGraph) -> int:
+    count = _reduced_gemms(graph)  # sum over a GEMM's columns: reduce the weight first
     for node in graph.nodes:
         if node.family == "gemm":
             chain = _through(graph, node, AFFINE, forward=True)
             end = chain[-1] if chain else None
-            if end is not None and end.op in ("sum", "mean") and node.shape is not None \
-                    and _is_last_dim(_dim_of(end), len(node.shape)):
-                count += 1  # sum over a GEMM's columns: reduce the weight first
             if end is not None and end.op == "linear" and node.op == "linear":
                 count += 1  # two linear maps with only affine work between them
         if node.op in ("diag", "diag_embed") and any(c.family == "gemm" for c in graph.consumers(node)):
@@ -390,6 +399,7 @@ def _graph_features(nodes: list[OpNode]) -> dict[str, Scalar]:
     values["row_op_pointwise_chain"] = patterns.row_op_chain(graph)
     values["norm_into_row_op"] = patterns.norm_into_row_op(graph)
     values["triangular_gemm_count"] = patterns.triangular_gemms(graph)
+    values["reduced_gemm_count"] = _reduced_gemms(graph)
     width = patterns.min_group_width(graph)
     if width is not None:
         values["conv_min_group_width"] = width
@@ -444,6 +454,7 @@ def _problem_values(loaded: _Loaded, output: Any) -> dict[str, Scalar]:
 
 # Pattern features that need the graph's links, which the source text alone does not give.
 _GRAPH_ONLY_FEATURES = ("row_op_pointwise_chain", "norm_into_row_op", "gemm_flop_share", "triangular_gemm_count",
+                        "reduced_gemm_count",
                         "conv_min_group_width")
 _SHAPE_FEATURES = ("simplifiable_patterns", "gemm_m", "gemm_n", "gemm_k", "gemm_mn", "reduction_length",
                    "eager_bytes_moved", "flops", "bytes_moved", "data_reuse", "input_bytes", "parameter_bytes",

@@ -62,6 +62,7 @@ SMALL = {
     "34_small_convnet": "batch_size = 2",
     "35_transformer_block_small": "batch_size = 2\nseq = 19\ndim = 32\nheads = 2",
     "36_gemm_scale_batchnorm1d": "batch_size = 6\nin_features = 19\nout_features = 13",
+    "37_linear_reduced_sum": "batch_size = 5\nin_features = 29\nout_features = 23",
 }
 
 

@@ -4,6 +4,10 @@
   `A @ torch.diag(d)` -> `A * d`;
 - `x.transpose(i, j).transpose(i, j)` (also `.t().t()`) -> `x`;
 - `x * 1`, `x / 1`, `x + 0`, `x - 0` -> `x`;
+- a sum or mean over the output features of a linear map, through scalar factors and per-feature
+  offsets (`(x @ W.T / 2 - c).sum(dim=-1)`) -> the same over a product with the weight's reduced
+  rows (`x @ W.sum(0) / 2 - c.sum()`): a matrix-vector product, one read of the weight, in place of
+  a GEMM of N times the work;
 - `torch.tril(A @ B)` / `torch.triu(A @ B)` -> a tiled Triton GEMM that computes only the tiles on
   the kept side of the diagonal (about half of them) and stores zeros elsewhere, with exact fp32 or
   3xTF32 dots (`dot_precision`, as the technique's variants choose).
@@ -12,12 +16,13 @@ Rewritten nodes keep their names, so later code refers to them unchanged.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NamedTuple
 
 from kskill.agents.recipes.base import Lowering, Recipe
 from kskill.agents.recipes.gemm_epilogue_fusion import ACC, triton_gemm
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
-from kskill.agents.recipes.matching import is_float
+from kskill.agents.recipes.matching import arg, is_float
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import Body
 from kskill.agents.recipes.templates.unit import KernelUnit
@@ -48,7 +53,100 @@ def find_simplifications(graph: Graph) -> list[tuple[str, str]]:
             found.append((node.name, f"{node.name}: transpose of a transpose removed"))
         elif node.op in ("mul", "div", "add", "sub") and _neutral(node, graph):
             found.append((node.name, f"{node.name}: {node.op} by a neutral constant removed"))
+        elif (reduced := reduced_product(node, graph)) is not None:
+            found.append((node.name, f"{node.name}: {node.op} over the features of {reduced.product.name} "
+                          "as a product with the weight's reduced rows"))
     return found
+
+
+class ReducedProduct(NamedTuple):
+    reduction: Node  # the sum or mean over the last dim
+    product: Node  # nn.Linear, or a matmul by a 2-d operand
+    chain: list[Node]  # the scalar factors and per-feature offsets between them, in order
+
+
+def reduced_product(node: Node, graph: Graph) -> ReducedProduct | None:
+    """A float sum or mean over the last dim of a linear map's product (an nn.Linear, or `x @ B` with B 2-d),
+    reached through multiplies and divides by numbers and additions of per-feature constants, each node the only
+    use of the one before: by linearity the reduction moves onto the weight (reduce_product_text)."""
+    if node.op not in ("sum", "mean") or not is_float(node) or node.attrs.get("dtype") is not None or not node.args:
+        return None
+    value, dims = node.args[0], arg(node, "dim", 1)
+    shape = graph.shape_of(value)
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if not isinstance(value, Ref) or not shape or len(dims) != 1 or dims[0] % len(shape) != len(shape) - 1:
+        return None
+    chain: list[Node] = []
+    current = graph.by_name[value.name]
+    while (step := _affine_step(current, graph)) is not None:
+        chain.append(current)
+        current = graph.by_name[step[0].name]
+    if not _linear_map(current, graph) or any(len(graph.users(n.name)) != 1 or graph.is_output(n.name)
+                                              for n in [current, *chain]):
+        return None
+    return ReducedProduct(node, current, chain[::-1])
+
+
+def _affine_step(node: Node, graph: Graph) -> tuple[Ref, Any] | None:
+    """(value, c) of `value * c`, `value / c` with c a number, or `value + c`, `value - c` with c a number or a
+    tensor constant along every dim but the last (one value, or one a feature); the value of the node's own
+    shape, first (or either side of a product or a sum). None for any other node."""
+    if node.op not in ("mul", "div", "add", "sub") or len(node.args) != 2 or set(node.attrs) - {"arg_shapes"}:
+        return None
+    value, c = node.args
+    if node.op in ("mul", "add") and not isinstance(value, Ref):
+        value, c = c, value
+    if not isinstance(value, Ref) or graph.shape_of(value) != node.shape or not node.shape:
+        return None
+    if isinstance(c, (int, float)) and not isinstance(c, bool):
+        return value, c
+    c_shape = graph.shape_of(c) if isinstance(c, (Ref, Attr)) else None
+    if (node.op in ("add", "sub") and c_shape is not None and len(c_shape) <= len(node.shape)
+            and math.prod(c_shape[:-1]) == 1 and (c_shape[-1:] or (1,))[0] in (1, node.shape[-1])):
+        return value, c
+    return None
+
+
+def _linear_map(node: Node, graph: Graph) -> bool:
+    if not is_float(node) or not node.shape:
+        return False
+    if node.op == "linear":
+        return node.module is not None and bool(node.attrs.get("has_weight")) and len(node.args) == 1
+    return (node.op == "matmul" and len(node.args) == 2 and all(isinstance(a, (Ref, Attr)) for a in node.args)
+            and len(graph.shape_of(node.args[1]) or ()) == 2 and len(graph.shape_of(node.args[0]) or ()) >= 1)
+
+
+def reduce_product_text(reduced: ReducedProduct, graph: Graph) -> tuple[str, list[Ref | Attr]]:
+    """PyTorch text computing the reduction from the linear map's input and weight, and the operands it reads.
+    sum_j (x @ W.T + b)_j = x @ W.sum(0) + b.sum(); a factor stays a factor; an offset c adds c's reduction
+    (sum: N c for one value; mean: c itself)."""
+    node, product = reduced.reduction, reduced.product
+    how, n = node.op, product.shape[-1]
+    if product.op == "linear":
+        x, weight = product.args[0], Attr(f"{product.module}.weight")
+        text = f"torch.matmul({_text(x)}, {weight.code}.{how}(0))"
+        operands = [x, weight]
+        if product.attrs.get("has_bias"):
+            bias = Attr(f"{product.module}.bias")
+            text, operands = f"{text} + {bias.code}.{how}()", operands + [bias]
+    else:
+        x, other = product.args
+        text, operands = f"torch.matmul({_text(x)}, {_text(other)}.{how}(1))", [x, other]
+    for step in reduced.chain:
+        _, c = _affine_step(step, graph)
+        sign = {"mul": "*", "div": "/", "add": "+", "sub": "-"}[step.op]
+        if isinstance(c, (int, float)):
+            term = repr(c * n) if step.op in ("add", "sub") and how == "sum" else repr(c)
+        elif math.prod(graph.shape_of(c)) == 1:
+            term = f"{_text(c)}.reshape(())" + (f" * {n}" if how == "sum" else "")
+            operands.append(c)
+        else:
+            term = f"{_text(c)}.{how}()"
+            operands.append(c)
+        text = f"({text}) {sign} ({term})"
+    if arg(node, "keepdim", 2):
+        text = f"({text}).unsqueeze(-1)"
+    return text, operands
 
 
 def _inverse_transpose(graph: Graph, node: Node) -> Ref | None:
@@ -95,6 +193,9 @@ def simplify(graph: Graph) -> list[str]:
                 d = diag_b.args[0] if diag_b.args else diag_b.attrs["input"]
                 node.op, node.args, node.attrs = "mul", (a, d), {}
                 node.code = f"{_text(a)} * {_text(d)}"
+        elif node.op in ("sum", "mean"):
+            text, operands = reduce_product_text(reduced_product(node, graph), graph)
+            node.op, node.args, node.attrs, node.code = "reduced_product", tuple(operands), {}, text
         else:
             src = _inverse_transpose(graph, node) if node.op in ("transpose", "t") else node.args[0]
             node.op, node.args, node.attrs = "identity", (src,), {}
@@ -138,7 +239,8 @@ def lower_triangular(name: str, region: Region, how: Lowering) -> KernelUnit:
 class AlgebraicSimplification(Recipe):
     id = "algebraic_simplification"
     summary = ("diag(d) @ A as a row scale, A @ diag(d) as a column scale, redundant transposes and copies, "
-               "tril/triu of a product computed on its kept side only")
+               "tril/triu of a product computed on its kept side only, a sum or mean over a linear map's "
+               "features as a product with the weight's reduced rows")
     templates = {"triangular_gemm": lower_triangular}
 
     def sites(self, graph: Graph) -> list[str]:
@@ -146,7 +248,8 @@ class AlgebraicSimplification(Recipe):
         return [s for s, _ in find_simplifications(graph)] + triangular
 
     def absent_reason(self) -> str:
-        return "no diagonal product, double transpose, identity op, redundant copy or triangular product"
+        return ("no diagonal product, double transpose, identity op, redundant copy, triangular product or "
+                "reduction over a linear map's features")
 
     def claim(self, ctx: Any) -> None:
         taken = ctx.claimed()

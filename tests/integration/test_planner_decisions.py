@@ -629,6 +629,13 @@ CASES = [
              epilogue_chain_after_contraction=1, max_pointwise_chain=1, code_launches_per_forward=2),
          "algebraic_simplification", "masked_product_work",
          "corpus:liger-optimization-strategies.md 3.1: 'a naive algorithm where a more efficient one exists'"),
+    Case("sum_over_gemm_columns_8192",
+         "(x @ W.T / 2).sum(dim=1) * 1.5 at 1024 x 8192 x 8192 fp32: a GEMM whose columns are only summed",
+         obs(TORCH, KB_FP32, HOPPER, compute_bound(80.0, 20.0, 10.0), has_gemm=True, has_contraction=True,
+             gemm_flop_share=1.0, has_attention=False, reduced_gemm_count=1, simplifiable_patterns=1,
+             epilogue_chain_after_contraction=1, max_pointwise_chain=1, code_launches_per_forward=4),
+         "algebraic_simplification", "reducible_product",
+         "corpus:liger-optimization-strategies.md 3.1: 'a naive algorithm where a more efficient one exists'"),
 ]
 
 EXPECTED_TECHNIQUES_MIN = 25

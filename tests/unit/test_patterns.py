@@ -107,6 +107,15 @@ def test_a_triangular_product_is_structure_to_exploit():
     assert v["triangular_gemm_count"] == 1 and v["simplifiable_patterns"] >= 1
 
 
+@pytest.mark.parametrize("forward,count", [("return (self.fc(x) / 2 - 1.0).sum(dim=1, keepdim=True)", 1),
+                                           ("return self.fc(x).mean(dim=-1)", 1),
+                                           ("return self.fc(x).sum(dim=0)", 0),                 # over the batch
+                                           ("return torch.sigmoid(self.fc(x)).sum(dim=1)", 0)])  # not affine
+def test_a_gemm_reduced_over_its_columns_is_counted(forward, count):
+    v = _features("self.fc = nn.Linear(16, 12)", forward, "[torch.randn(4, 16)]")
+    assert v["reduced_gemm_count"] == count and (v["simplifiable_patterns"] >= 1) == (count >= 1)
+
+
 @pytest.mark.parametrize("forward,args,inputs,is_loss", [
     ("return torch.mean(torch.clamp(1 - x * y, min=0))", "x, y", "[torch.randn(8, 8), torch.randn(8)]", True),
     ("return torch.mean((x - y) ** 2)", "x, y", "[torch.randn(8, 8), torch.randn(8, 8)]", True),

@@ -12,7 +12,7 @@ from recipe_support import check
 
 from kskill.eval.lineage import SMALL, SUITE, lineage_candidates, required_tolerance, shrink
 
-pytestmark = pytest.mark.slow  # every variant of 36 problems built and run in Triton's interpreter
+pytestmark = pytest.mark.slow  # every variant of 37 problems built and run in Triton's interpreter
 
 
 def test_every_suite_problem_has_small_sizes():
