@@ -335,14 +335,17 @@ def _has_attention_pattern(graph: OpGraph) -> bool:
 
 
 def _reduced_gemms(graph: OpGraph) -> int:
-    """GEMMs whose result reaches a sum or mean over its columns through affine ops alone: the weight can be
-    reduced first (x @ W.sum(0)), a matrix-vector product in place of the GEMM."""
+    """GEMMs whose result reaches a sum or mean over its columns through affine ops alone, or a 1-d average pooling
+    over them: the weight's rows can be reduced first (x @ W.sum(0)), a matrix-vector product (or a GEMM of N / k
+    columns) in place of the GEMM."""
     count = 0
     for node in graph.nodes:
         if node.family == "gemm" and node.shape is not None:
-            chain = _through(graph, node, AFFINE, forward=True)
-            if chain and chain[-1].op in ("sum", "mean") and _is_last_dim(_dim_of(chain[-1]), len(node.shape)):
-                count += 1
+            chain = _through(graph, node, AFFINE | {"unsqueeze"}, forward=True)
+            end = chain[-1] if chain else None
+            pooled = end is not None and end.op in ("avg_pool1d", "avgpool1d")
+            summed = end is not None and end.op in ("sum", "mean") and _is_last_dim(_dim_of(end), len(node.shape))
+            count += pooled or summed
     return count
 
 

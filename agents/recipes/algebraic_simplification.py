@@ -7,7 +7,8 @@
 - a sum or mean over the output features of a linear map, through scalar factors and per-feature
   offsets (`(x @ W.T / 2 - c).sum(dim=-1)`) -> the same over a product with the weight's reduced
   rows (`x @ W.sum(0) / 2 - c.sum()`): a matrix-vector product, one read of the weight, in place of
-  a GEMM of N times the work;
+  a GEMM of N times the work; an average pooling over those features in windows of k, the same with
+  the rows averaged k by k (a GEMM of N / k columns);
 - `torch.tril(A @ B)` / `torch.triu(A @ B)` -> a tiled Triton GEMM that computes only the tiles on
   the kept side of the diagonal (about half of them) and stores zeros elsewhere, with exact fp32 or
   3xTF32 dots (`dot_precision`, as the technique's variants choose).
@@ -60,15 +61,19 @@ def find_simplifications(graph: Graph) -> list[tuple[str, str]]:
 
 
 class ReducedProduct(NamedTuple):
-    reduction: Node  # the sum or mean over the last dim
+    reduction: Node  # the sum or mean over the last dim, or the average pooling over it
     product: Node  # nn.Linear, or a matmul by a 2-d operand
     chain: list[Node]  # the scalar factors and per-feature offsets between them, in order
+    window: int  # features each output reduces: all of them, or the pooling's window
 
 
 def reduced_product(node: Node, graph: Graph) -> ReducedProduct | None:
     """A float sum or mean over the last dim of a linear map's product (an nn.Linear, or `x @ B` with B 2-d),
-    reached through multiplies and divides by numbers and additions of per-feature constants, each node the only
-    use of the one before: by linearity the reduction moves onto the weight (reduce_product_text)."""
+    reached through multiplies and divides by numbers and additions of per-feature constants, or an average
+    pooling over that dim in windows that do not overlap; each node the only use of the one before. By linearity
+    the reduction moves onto the weight's rows (reduce_product_text)."""
+    if node.op == "avg_pool1d":
+        return _pooled_product(node, graph)
     if node.op not in ("sum", "mean") or not is_float(node) or node.attrs.get("dtype") is not None or not node.args:
         return None
     value, dims = node.args[0], arg(node, "dim", 1)
@@ -81,10 +86,48 @@ def reduced_product(node: Node, graph: Graph) -> ReducedProduct | None:
     while (step := _affine_step(current, graph)) is not None:
         chain.append(current)
         current = graph.by_name[step[0].name]
-    if not _linear_map(current, graph) or any(len(graph.users(n.name)) != 1 or graph.is_output(n.name)
-                                              for n in [current, *chain]):
+    if not _linear_map(current, graph) or not _only_uses(graph, [current, *chain]):
         return None
-    return ReducedProduct(node, current, chain[::-1])
+    return ReducedProduct(node, current, chain[::-1], shape[-1])
+
+
+def _pooled_product(node: Node, graph: Graph) -> ReducedProduct | None:
+    """nn.AvgPool1d / F.avg_pool1d over a linear map's features (its product, or the product unsqueezed to one
+    channel) in windows of k with stride k and no padding: each output is the mean of k consecutive features."""
+    k, stride, pad = (_one(node.attrs.get(key)) for key in ("kernel_size", "stride", "padding"))
+    value = node.args[0] if node.args else None
+    if (not is_float(node) or not isinstance(value, Ref) or not isinstance(k, int) or stride not in (k, None)
+            or pad not in (0, None) or node.attrs.get("ceil_mode")):
+        return None
+    current, between = graph.by_name[value.name], []
+    if current.op == "unsqueeze" and isinstance(current.args[0], Ref) and current.shape and len(current.shape) == 3 \
+            and arg(current, "dim", 1) % 3 == 1:
+        between.append(current)
+        current = graph.by_name[current.args[0].name]
+    if not _linear_map(current, graph) or not _only_uses(graph, [current, *between]) or current.shape[-1] < k:
+        return None
+    return ReducedProduct(node, current, [], k)
+
+
+def _one(value: Any) -> Any:
+    """A pooling's size as one value: a one-element tuple as its element, an empty one (the default) as None."""
+    if isinstance(value, (tuple, list)):
+        return value[0] if len(value) == 1 else (value or None)
+    return value
+
+
+def _only_uses(graph: Graph, nodes: list[Node]) -> bool:
+    return all(len(graph.users(n.name)) == 1 and not graph.is_output(n.name) for n in nodes)
+
+
+def _rows(t: str, dim: int, rank: int, m: int, g: int, n: int, how: str) -> str:
+    """Text reducing the n features of tensor `t` (of rank 1 or 2, features along `dim`) to m, each of g
+    consecutive ones (m = 1, g = n: all of them, the dim kept)."""
+    if m == 1 and g == n:
+        return f"{t}.{how}({dim}, keepdim=True)"
+    cut = "" if m * g == n else (f"[:{m * g}]" if dim == 0 else f"[:, :{m * g}]")
+    shape = {(1, 0): f"{m}, {g}", (2, 0): f"{m}, {g}, -1", (2, 1): f"-1, {m}, {g}"}[(rank, dim)]
+    return f"{t}{cut}.reshape({shape}).{how}({dim + 1})"
 
 
 def _affine_step(node: Node, graph: Graph) -> tuple[Ref, Any] | None:
@@ -118,20 +161,24 @@ def _linear_map(node: Node, graph: Graph) -> bool:
 
 def reduce_product_text(reduced: ReducedProduct, graph: Graph) -> tuple[str, list[Ref | Attr]]:
     """PyTorch text computing the reduction from the linear map's input and weight, and the operands it reads.
-    sum_j (x @ W.T + b)_j = x @ W.sum(0) + b.sum(); a factor stays a factor; an offset c adds c's reduction
-    (sum: N c for one value; mean: c itself)."""
-    node, product = reduced.reduction, reduced.product
-    how, n = node.op, product.shape[-1]
+    Each output reduces `window` consecutive features j: sum_j (x W^T + b)_j = x (sum_j W_j)^T + sum_j b_j, so
+    the product is taken with the weight's rows reduced window by window (one row for a sum over all features:
+    a matrix-vector product); a factor stays a factor; an offset c adds c's reduction (sum: N c for one value,
+    mean: c itself)."""
+    node, product, g = reduced.reduction, reduced.product, reduced.window
+    how = "sum" if node.op == "sum" else "mean"
+    n = product.shape[-1]
+    m = n // g
     if product.op == "linear":
         x, weight = product.args[0], Attr(f"{product.module}.weight")
-        text = f"torch.matmul({_text(x)}, {weight.code}.{how}(0))"
-        operands = [x, weight]
+        text, operands = f"torch.nn.functional.linear({_text(x)}, {_rows(weight.code, 0, 2, m, g, n, how)}", [x, weight]
         if product.attrs.get("has_bias"):
-            bias = Attr(f"{product.module}.bias")
-            text, operands = f"{text} + {bias.code}.{how}()", operands + [bias]
+            operands.append(Attr(f"{product.module}.bias"))
+            text += f", {_rows(operands[-1].code, 0, 1, m, g, n, how)}"
+        text += ")"
     else:
         x, other = product.args
-        text, operands = f"torch.matmul({_text(x)}, {_text(other)}.{how}(1))", [x, other]
+        text, operands = f"torch.matmul({_text(x)}, {_rows(_text(other), 1, 2, m, g, n, how)})", [x, other]
     for step in reduced.chain:
         _, c = _affine_step(step, graph)
         sign = {"mul": "*", "div": "/", "add": "+", "sub": "-"}[step.op]
@@ -144,8 +191,10 @@ def reduce_product_text(reduced: ReducedProduct, graph: Graph) -> tuple[str, lis
             term = f"{_text(c)}.{how}()"
             operands.append(c)
         text = f"({text}) {sign} ({term})"
-    if arg(node, "keepdim", 2):
-        text = f"({text}).unsqueeze(-1)"
+    if node.op == "avg_pool1d":  # (..., m) as the pooling's (N, 1, m) where the product was unsqueezed
+        return (f"({text}).unsqueeze(1)" if len(node.shape) > len(product.shape) else text), operands
+    if not arg(node, "keepdim", 2):
+        text = f"({text}).squeeze(-1)"
     return text, operands
 
 
@@ -193,7 +242,7 @@ def simplify(graph: Graph) -> list[str]:
                 d = diag_b.args[0] if diag_b.args else diag_b.attrs["input"]
                 node.op, node.args, node.attrs = "mul", (a, d), {}
                 node.code = f"{_text(a)} * {_text(d)}"
-        elif node.op in ("sum", "mean"):
+        elif node.op in ("sum", "mean", "avg_pool1d"):
             text, operands = reduce_product_text(reduced_product(node, graph), graph)
             node.op, node.args, node.attrs, node.code = "reduced_product", tuple(operands), {}, text
         else:

@@ -19,6 +19,7 @@ REDUCED = '''class Model(nn.Module):
         self.fc = nn.Linear(48, 40)
         self.weight = nn.Parameter(torch.randn(40, 48))
         self.offset = nn.Parameter(torch.randn({offset}))
+        self.pool = nn.AvgPool1d(6)
 
     def forward(self, x):
         return {expr}
@@ -26,15 +27,17 @@ REDUCED = '''class Model(nn.Module):
 
 
 @pytest.mark.parametrize("expr, offset, reduced", [
-    ("((x @ self.weight.T) / 2).sum(dim=1, keepdim=True) * 1.5", "40", "getattr_1.sum(1)"),
-    ("(self.fc(x) * 3.0 - self.offset).mean(dim=-1)", "40", "self.fc.weight.mean(0)"),
-    ("(2.0 + self.fc(x) + self.offset).sum(-1, keepdim=True)", "1, 40", "self.fc.weight.sum(0)"),  # the value second
-    ("torch.sum(self.fc(x) - self.offset, dim=2)", "1", "self.fc.weight.sum(0)"),                 # 3-d input, one value
+    ("((x @ self.weight.T) / 2).sum(dim=1, keepdim=True) * 1.5", "40", "getattr_1.sum(1, keepdim=True)"),
+    ("(self.fc(x) * 3.0 - self.offset).mean(dim=-1)", "40", "self.fc.weight.mean(0, keepdim=True)"),
+    ("(2.0 + self.fc(x) + self.offset).sum(-1, keepdim=True)", "1, 40", "self.fc.bias.sum(0, keepdim=True)"),  # value second
+    ("torch.sum(self.fc(x) - self.offset, dim=2)", "1", "self.fc.weight.sum(0, keepdim=True)"),   # 3-d input, one value
+    ("F.avg_pool1d(self.fc(x).unsqueeze(1), 4).squeeze(1) * 2.0", "1", "self.fc.weight.reshape(10, 4, -1).mean(1)"),
+    ("self.pool(x @ self.weight.T)", "1", "getattr_1[:, :36].reshape(-1, 6, 6).mean(2)"),  # 40 in windows of 6
 ])
 def test_a_reduction_over_a_linear_maps_features_reduces_the_weight_first(expr, offset, reduced):
     """sum_j (x W^T + b)_j = x (sum_j W_j) + sum_j b_j, through scalar factors and per-feature offsets: a
     matrix-vector product in place of the GEMM, the weight reduced in forward (it may change between calls)."""
-    shape = "(3, 5, 48)" if "dim=2" in expr else "(6, 48)"
+    shape = "(3, 5, 48)" if "dim=2" in expr or "pool(" in expr else "(6, 48)"
     src = problem(REDUCED.format(offset=offset, expr=expr), f"[torch.randn{shape}]")
     cand = check(src, ["algebraic_simplification"])
     forward = cand.source.split("def forward")[-1]
@@ -47,6 +50,8 @@ def test_a_reduction_over_a_linear_maps_features_reduces_the_weight_first(expr, 
     "torch.sigmoid(self.fc(x)).sum(dim=1)",                        # not linear
     "(self.fc(x) * self.offset).sum(dim=1)",                       # a per-feature factor
     "(lambda y: y.sum(dim=1, keepdim=True) + y[:, :1])(self.fc(x))",  # the product used twice
+    "F.avg_pool1d(self.fc(x).unsqueeze(1), 4, stride=2).squeeze(1)",  # windows that overlap
+    "F.avg_pool1d(self.fc(x).unsqueeze(1), 4, padding=1).squeeze(1)",  # padding
 ])
 def test_a_reduction_the_identity_does_not_cover_keeps_the_product(expr):
     src = problem(REDUCED.format(offset="40", expr=expr), "[torch.randn(6, 48)]")

@@ -110,7 +110,8 @@ def test_a_triangular_product_is_structure_to_exploit():
 @pytest.mark.parametrize("forward,count", [("return (self.fc(x) / 2 - 1.0).sum(dim=1, keepdim=True)", 1),
                                            ("return self.fc(x).mean(dim=-1)", 1),
                                            ("return self.fc(x).sum(dim=0)", 0),                 # over the batch
-                                           ("return torch.sigmoid(self.fc(x)).sum(dim=1)", 0)])  # not affine
+                                           ("return torch.sigmoid(self.fc(x)).sum(dim=1)", 0),  # not affine
+                                           ("return F.avg_pool1d(self.fc(x).unsqueeze(1), 4).squeeze(1)", 1)])
 def test_a_gemm_reduced_over_its_columns_is_counted(forward, count):
     v = _features("self.fc = nn.Linear(16, 12)", forward, "[torch.randn(4, 16)]")
     assert v["reduced_gemm_count"] == count and (v["simplifiable_patterns"] >= 1) == (count >= 1)

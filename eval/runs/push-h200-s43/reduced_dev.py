@@ -1,6 +1,6 @@
-"""Development timings (not product figures): a sum or mean over a linear map's features computed as a product with
-the weight's reduced rows (algebraic_simplification's reduced_product) on the development set's three such
-problems, beside eager and torch.compile, with the largest difference from eager over five input sets and whether
+"""Development timings (not product figures): a sum, mean or average pooling over a linear map's features computed
+as a product with the weight's reduced rows (algebraic_simplification's reduced_product) on the development set's
+four such problems, beside eager and torch.compile, with the largest difference from eager over five input sets and whether
 it passes atol = rtol = 1e-4 and 1e-2 (on CPU, level2/14's randn weight left a few near-zero sums outside 1e-4:
 the reference's own fp32 rounding there is larger than the tolerance).
 Run from the checkout's root on the GPU machine after eval/runs/setup_gpu.sh:
@@ -10,7 +10,8 @@ import torch, triton
 from kskill.agents.recipes.builder import build_candidate
 
 PROBLEMS = ["level2/14_Gemm_Divide_Sum_Scaling.py", "level2/18_Matmul_Sum_Max_AvgPool_LogSumExp_LogSumExp.py",
-            "level2/51_Gemm_Subtract_GlobalAvgPool_LogSumExp_GELU_ResidualAdd.py"]
+            "level2/51_Gemm_Subtract_GlobalAvgPool_LogSumExp_GELU_ResidualAdd.py",
+            "level2/98_Matmul_AvgPool_GELU_Scale_Max.py"]
 
 
 def load(path, name):
