@@ -131,9 +131,10 @@ def _rows(t: str, dim: int, rank: int, m: int, g: int, n: int, how: str) -> str:
 
 
 def _affine_step(node: Node, graph: Graph) -> tuple[Ref, Any] | None:
-    """(value, c) of `value * c`, `value / c` with c a number, or `value + c`, `value - c` with c a number or a
-    tensor constant along every dim but the last (one value, or one a feature); the value of the node's own
-    shape, first (or either side of a product or a sum). None for any other node."""
+    """(value, c) of `value * c`, `value / c` with c a number or a one-element tensor, or `value + c`, `value - c`
+    with c a number or a tensor constant along every dim but the last (one value, or one a feature) of the
+    node's dtype; the value of the node's own shape, first (or either side of a product or a sum). None for any
+    other node."""
     if node.op not in ("mul", "div", "add", "sub") or len(node.args) != 2 or set(node.attrs) - {"arg_shapes"}:
         return None
     value, c = node.args
@@ -144,10 +145,11 @@ def _affine_step(node: Node, graph: Graph) -> tuple[Ref, Any] | None:
     if isinstance(c, (int, float)) and not isinstance(c, bool):
         return value, c
     c_shape = graph.shape_of(c) if isinstance(c, (Ref, Attr)) else None
-    if (node.op in ("add", "sub") and c_shape is not None and len(c_shape) <= len(node.shape)
-            and math.prod(c_shape[:-1]) == 1 and (c_shape[-1:] or (1,))[0] in (1, node.shape[-1])):
-        return value, c
-    return None
+    if c_shape is None or graph.dtype_of(c) != node.dtype or len(c_shape) > len(node.shape):
+        return None
+    one = math.prod(c_shape) == 1
+    per_feature = bool(c_shape) and math.prod(c_shape[:-1]) == 1 and c_shape[-1] == node.shape[-1]
+    return (value, c) if one or (per_feature and node.op in ("add", "sub")) else None
 
 
 def _linear_map(node: Node, graph: Graph) -> bool:
@@ -185,7 +187,7 @@ def reduce_product_text(reduced: ReducedProduct, graph: Graph) -> tuple[str, lis
         if isinstance(c, (int, float)):
             term = repr(c * n) if step.op in ("add", "sub") and how == "sum" else repr(c)
         elif math.prod(graph.shape_of(c)) == 1:
-            term = f"{_text(c)}.reshape(())" + (f" * {n}" if how == "sum" else "")
+            term = f"{_text(c)}.reshape(())" + (f" * {n}" if how == "sum" and step.op in ("add", "sub") else "")
             operands.append(c)
         else:
             term = f"{_text(c)}.{how}()"
