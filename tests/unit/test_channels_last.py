@@ -275,3 +275,29 @@ def test_a_group_norm_of_short_channel_runs_and_an_instance_norm_read_nchw():
         src = problem(model, "[torch.randn(2, 3, 9, 7)]")
         cand = check(src, ["channels_last", "fused_normalization", "kernel_fusion"])
         assert "offs_in" not in cand.source and "_to_channels_last(x)" not in cand.source.split("def _norm_0(")[1]
+
+
+SHARED = '''class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.gn = nn.GroupNorm(2, 8)
+        self.scale = nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x, z):
+        return {body}
+'''
+
+
+@pytest.mark.parametrize("body, technique, nhwc", [
+    ("self.gn(self.conv(x) + z) * z", "fused_normalization", False),
+    ("torch.softmax(self.conv(x) + z, dim=1) * z", "online_softmax", False),
+    ("self.gn(self.conv(x) * self.scale) * self.scale", "fused_normalization", True),  # per channel: one order
+    ("torch.softmax(self.conv(x) * self.scale, dim=1) + self.scale", "online_softmax", True),
+])
+def test_a_tensor_both_sides_of_the_row_operator_read_is_read_in_one_order(body, technique, nhwc):
+    """A tensor the prologue and the epilogue both read is prepared once: where its channels-last memory differs
+    from its NCHW memory (z here), the product stays NCHW; a per-channel operand lies the same either way."""
+    src = problem(SHARED.format(body=body), "[torch.randn(2, 3, 9, 7), torch.randn(2, 8, 7, 5)]")
+    cand = check(src, ["channels_last", technique, "kernel_fusion"])
+    assert ("offs_in" in cand.source) == nhwc

@@ -187,10 +187,23 @@ def adopted_channels_last(region: Region, graph: Graph) -> tuple[int, ...] | Non
     results in their NCHW order (FusedIO.perm_out false: the epilogue's operands are indexed so). None when
     the region adopted no convolution with a channels-last format or its prologue does not span the product."""
     conv = region.extra.get("adopted")
-    if conv is None or conv.op not in CHANNELS_LAST_OPS or region.prologue is None:
+    if conv is None or conv.op not in CHANNELS_LAST_OPS or region.prologue is None or _read_in_both_orders(region, graph):
         return None
     perm = channels_last_order(len(conv.shape))
     return perm if perm is not None and region.prologue.domain == tuple(conv.shape) else None
+
+
+def _read_in_both_orders(region: Region, graph: Graph) -> bool:
+    """Whether the epilogue reads a tensor the prologue reads too, of two dims or more above 1 (a per-channel or
+    a one-value operand lies the same in either order): FusedIO prepares an operand once, in the prologue's
+    channels-last order, where the epilogue would index it in NCHW order."""
+    if region.epilogue is None:
+        return False
+    in_registers = {region.extra.get("output", region.anchor.name), region.extra.get("epilogue_input"),
+                    region.extra.get("reread")}
+    prologue = {operand_key(o) for o in region.prologue.external(graph)}
+    return any(operand_key(o) in prologue and sum(d > 1 for d in graph.shape_of(o) or ()) >= 2
+               for o in region.epilogue.external(graph) if not (isinstance(o, Ref) and o.name in in_registers))
 
 
 def dtype_of(node: Node) -> torch.dtype:
