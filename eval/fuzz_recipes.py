@@ -26,7 +26,8 @@ from kskill.agents.recipes import build_candidate  # noqa: E402
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
 POINTWISE = ["torch.relu({v})", "torch.tanh({v})", "torch.sigmoid({v})", "F.gelu({v})", "{v} * 0.5", "{v} - 0.25",
-             "{v} * self.scale", "{v} + self.bias", "{v} + z", "torch.clamp({v}, -1.0, 1.0)", "F.hardswish({v})"]
+             "{v} * self.scale", "{v} + self.bias", "{v} + z", "{v} * z", "torch.clamp({v}, -1.0, 1.0)",
+             "F.hardswish({v})"]
 # row operators: (text, technique, needs 4-d input)
 ROW = [("torch.softmax({v}, dim=1)", "online_softmax", False), ("torch.log_softmax({v}, dim=-1)", "online_softmax", False),
        ("self.gn({v})", "fused_normalization", True), ("self.inorm({v})", "fused_normalization", True),
@@ -69,14 +70,15 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
             f"self.linear = nn.Linear(9, {c})"]
     v = {"conv": "self.conv(x)", "convt": "self.convt(x)", "convt2": "self.convt2(x)", "linear": "self.linear(x)",
          "none": "x"}[producer]
-    for _ in range(rng.randint(0, 3)):
-        v = rng.choice(POINTWISE).format(v=v)
+    used = [rng.choice(POINTWISE) for _ in range(rng.randint(0, 3))]
+    for op in used:
+        v = op.format(v=v)
     rows = [r for r in ROW if spatial or not r[2]]
     row, technique, _ = rng.choice(rows)
     v = row.format(v=v)
     shape_kept = technique in ("online_softmax", "fused_normalization", "fused_scan")
     for _ in range(rng.randint(0, 2)):
-        op = rng.choice(POINTWISE)
+        op = rng.choice(used) if used and rng.random() < 0.5 else rng.choice(POINTWISE)  # an operand read twice
         if not shape_kept and ("z" in op or "self." in op):
             op = "{v} * 2.0"
         v = op.format(v=v)
@@ -85,7 +87,8 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
               f"    def forward(self, x, z):\n        return {v}\n\n\n"
               f"def get_inputs():\n    return [torch.randn{x_shape}, torch.randn{out_shape}]\n\n\n"
               "def get_init_inputs():\n    return []\n")
-    extra = rng.sample(["kernel_fusion", "channels_last", "gemm_epilogue_fusion", "vectorized_access"], rng.randint(1, 3))
+    extra = rng.sample(["channels_last", "gemm_epilogue_fusion", "vectorized_access"], rng.randint(0, 2))
+    extra += ["kernel_fusion"] if rng.random() < 0.7 else []  # prologues and epilogues need it
     params = rng.choice([{}, {}, {}, {"group": 2}, {"pipeline": True, "pipe_chunk": 1024}, {"row_exchange": False}])
     return source, "+".join([technique] + extra), params
 
