@@ -2,10 +2,10 @@
 channels-last (fused_normalization.channels_last_norm: each group walked position by position) against the NCHW
 form, on the development set's convolution -> group norm chains, beside eager and torch.compile; the forms' rows a
 program (the `group` parameter); the kernels of the NCHW and channels-last candidates by CUDA time (torch.profiler,
-5 calls after warm-up). `short`: groups of fewer than MIN_RUN_BYTES of channels read channels-last too (the gate's
-threshold lowered for the measurement only), and the instance norm row as the NCHW control.
+5 calls after warm-up). Then the short runs: groups of fewer than MIN_RUN_BYTES of channels read channels-last too
+(the gate's threshold lowered for the measurement only), and the instance norm row as the NCHW control.
 Run from the checkout's root on the GPU machine after eval/runs/setup_gpu.sh:
-python3 -P eval/runs/push-h200-s43/gn_dev.py [short]"""
+python3 -P eval/runs/push-h200-s43/gn_dev.py [main|short] (both by default)"""
 import importlib.util, sys, tempfile
 import torch, triton
 from torch.profiler import ProfilerActivity, profile
@@ -14,13 +14,10 @@ from kskill.agents.recipes.builder import build_candidate
 
 BASE = ["fused_normalization", "kernel_fusion"]
 # problem, techniques beside BASE (what its other ops need)
-PROBLEMS = [("level2/19_ConvTranspose2d_GELU_GroupNorm.py", []),
-            ("level2/85_Conv2d_GroupNorm_Scale_MaxPool_Clamp.py", ["fused_pooling"]),
-            ("level2/92_Conv2d_GroupNorm_Tanh_HardSwish_ResidualAdd_LogSumExp.py", ["triton_reduction"])]
-if sys.argv[1:] == ["short"]:
-    fused_normalization.MIN_RUN_BYTES = 4
-    PROBLEMS = [("level2/83_Conv3d_GroupNorm_Min_Clamp_Dropout.py", []),
-                ("level2/17_Conv2d_InstanceNorm_Divide.py", [])]
+MAIN = [("level2/19_ConvTranspose2d_GELU_GroupNorm.py", []),
+        ("level2/85_Conv2d_GroupNorm_Scale_MaxPool_Clamp.py", ["fused_pooling"]),
+        ("level2/92_Conv2d_GroupNorm_Tanh_HardSwish_ResidualAdd_LogSumExp.py", ["triton_reduction"])]
+SHORT = [("level2/83_Conv3d_GroupNorm_Min_Clamp_Dropout.py", []), ("level2/17_Conv2d_InstanceNorm_Divide.py", [])]
 GROUPS = [{"group": 1}, {"group": 4}]
 
 
@@ -49,7 +46,7 @@ def kernels(label, fn):
         print(f"    {e.device_time_total / 5 / 1000:7.3f} ms  x{e.count // 5:<3d} {e.key[:100]}", flush=True)
 
 
-for problem, extra in PROBLEMS:
+def run(problem, extra):
     src = open(f".kb/{problem}").read()
     ref_mod = load(f".kb/{problem}", "ref")
     torch.manual_seed(0)
@@ -80,3 +77,12 @@ for problem, extra in PROBLEMS:
         comp(*x)
     print(f"{problem[:40]:40s} torch.compile {bench(lambda: comp(*x)):.3f} ms", flush=True)
     del ref, x, want; torch.cuda.empty_cache(); torch._dynamo.reset()
+
+
+which = sys.argv[1:] or ["main", "short"]
+for problem, extra in MAIN if "main" in which else []:
+    run(problem, extra)
+if "short" in which:
+    fused_normalization.MIN_RUN_BYTES = 4
+    for problem, extra in SHORT:
+        run(problem, extra)
