@@ -228,9 +228,16 @@ def _neutral(node: Node, graph: Graph) -> bool:
 def simplify(graph: Graph) -> list[str]:
     """Apply every simplification in place; returns what was done."""
     done = []
-    for name, description in find_simplifications(graph):
+    found = find_simplifications(graph)
+    # the reductions' texts first: a neutral factor inside a reduced chain is rewritten below
+    reduced = {name: reduce_product_text(r, graph) for name, _ in found
+               if (r := reduced_product(graph.by_name[name], graph)) is not None}
+    for name, description in found:
         node = graph.by_name[name]
-        if node.op == "matmul":
+        if name in reduced:
+            text, operands = reduced[name]
+            node.op, node.args, node.attrs, node.code = "reduced_product", tuple(operands), {}, text
+        elif node.op == "matmul":
             a, b = node.args
             diag_a = _diag_source(graph, a)
             if diag_a is not None:
@@ -244,9 +251,6 @@ def simplify(graph: Graph) -> list[str]:
                 d = diag_b.args[0] if diag_b.args else diag_b.attrs["input"]
                 node.op, node.args, node.attrs = "mul", (a, d), {}
                 node.code = f"{_text(a)} * {_text(d)}"
-        elif node.op in ("sum", "mean", "avg_pool1d"):
-            text, operands = reduce_product_text(reduced_product(node, graph), graph)
-            node.op, node.args, node.attrs, node.code = "reduced_product", tuple(operands), {}, text
         else:
             src = _inverse_transpose(graph, node) if node.op in ("transpose", "t") else node.args[0]
             node.op, node.args, node.attrs = "identity", (src,), {}

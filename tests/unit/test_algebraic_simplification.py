@@ -33,6 +33,7 @@ REDUCED = '''class Model(nn.Module):
     ("torch.sum(self.fc(x) - self.offset, dim=2)", "1", "self.fc.weight.sum(0, keepdim=True)"),   # 3-d input, one value
     ("(self.fc(x) * self.offset / self.offset).sum(dim=1)", "1", "self.fc.weight.sum(0, keepdim=True)"),  # factors
     ("(self.fc(x) + self.offset.sum()).mean(dim=1)", "3", "self.fc.weight.mean(0, keepdim=True)"),  # a 0-d offset
+    ("(self.fc(x) * 1.0 - 0.5).sum(dim=1)", "1", "self.fc.weight.sum(0, keepdim=True)"),  # a neutral factor inside
     ("F.avg_pool1d(self.fc(x).unsqueeze(1), 4).squeeze(1) * 2.0", "1", "self.fc.weight.reshape(10, 4, -1).mean(1)"),
     ("self.pool(x @ self.weight.T)", "1", "getattr_1[:, :36].reshape(-1, 6, 6).mean(2)"),  # 40 in windows of 6
 ])
