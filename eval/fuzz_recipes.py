@@ -27,7 +27,7 @@ from kskill.agents.recipes import build_candidate  # noqa: E402
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
 POINTWISE = ["torch.relu({v})", "torch.tanh({v})", "torch.sigmoid({v})", "F.gelu({v})", "{v} * 0.5", "{v} - 0.25",
              "{v} * self.scale", "{v} + self.bias", "{v} + z", "{v} * z", "torch.clamp({v}, -1.0, 1.0)",
-             "F.hardswish({v})"]
+             "F.hardswish({v})", "{v} * 1.0", "{v} / 4.0"]
 # row operators: (text, technique, needs 4-d input)
 ROW = [("torch.softmax({v}, dim=1)", "online_softmax", False), ("torch.log_softmax({v}, dim=-1)", "online_softmax", False),
        ("self.gn({v})", "fused_normalization", True), ("self.inorm({v})", "fused_normalization", True),
@@ -37,6 +37,7 @@ ROW = [("torch.softmax({v}, dim=1)", "online_softmax", False), ("torch.log_softm
        ("torch.amax({v}, dim=1, keepdim=True)", "triton_reduction", False),
        ("torch.logsumexp({v}, dim=1, keepdim=True)", "triton_reduction", False),
        ("torch.sum({v}, dim=-1, keepdim=True)", "triton_reduction", False),
+       ("torch.mean({v}, dim=-1)", "triton_reduction", False),
        ("torch.cumsum({v}, dim=-1)", "fused_scan", False),
        ("(lambda c: self.gn(c) + c)({v})", "fused_normalization", True),   # the product read again after the norm
        ("(lambda c: torch.softmax(c, dim=1) * c)({v})", "online_softmax", True)]
@@ -87,7 +88,8 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
               f"    def forward(self, x, z):\n        return {v}\n\n\n"
               f"def get_inputs():\n    return [torch.randn{x_shape}, torch.randn{out_shape}]\n\n\n"
               "def get_init_inputs():\n    return []\n")
-    extra = rng.sample(["channels_last", "gemm_epilogue_fusion", "vectorized_access"], rng.randint(0, 2))
+    extra = rng.sample(["channels_last", "gemm_epilogue_fusion", "vectorized_access", "algebraic_simplification"],
+                       rng.randint(0, 2))
     extra += ["kernel_fusion"] if rng.random() < 0.7 else []  # prologues and epilogues need it
     params = rng.choice([{}, {}, {}, {"group": 2}, {"pipeline": True, "pipe_chunk": 1024}, {"row_exchange": False}])
     return source, "+".join([technique] + extra), params
