@@ -32,8 +32,8 @@ POINTWISE = ["torch.relu({v})", "torch.tanh({v})", "torch.sigmoid({v})", "F.gelu
 ROW = [("torch.softmax({v}, dim=1)", "online_softmax", False), ("torch.log_softmax({v}, dim=-1)", "online_softmax", False),
        ("self.gn({v})", "fused_normalization", True), ("self.inorm({v})", "fused_normalization", True),
        ("self.ln({v})", "fused_normalization", True), ("self.bn({v})", "fused_normalization", True),
-       ("F.max_pool2d({v}, 2)", "fused_pooling", True), ("F.avg_pool2d({v}, 3, 2, 1)", "fused_pooling", True),
-       ("torch.mean({v}, dim=(2, 3), keepdim=True)", "triton_reduction", True),
+       ("F.max_pool{d}d({v}, 2)", "fused_pooling", True), ("F.avg_pool{d}d({v}, 3, 2, 1)", "fused_pooling", True),
+       ("torch.mean({v}, dim={spatial_dims}, keepdim=True)", "triton_reduction", True),
        ("torch.amax({v}, dim=1, keepdim=True)", "triton_reduction", False),
        ("torch.logsumexp({v}, dim=1, keepdim=True)", "triton_reduction", False),
        ("torch.sum({v}, dim=-1, keepdim=True)", "triton_reduction", False),
@@ -49,25 +49,26 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
     spatial = rng.random() < 0.8
     producer = rng.choice(["conv", "convt", "convt2", "none"] if spatial else ["linear", "none"])
     cin = 3
+    d = 3 if spatial and rng.random() < 0.25 else 2  # 3-d: Conv3d and the NDHWC forms
     if spatial:
-        big = rng.random() < 0.25  # rows past one program's registers: the exchange and two-read forms
-        h, w = (rng.randint(40, 56), rng.randint(40, 56)) if big else (rng.randint(5, 11), rng.randint(5, 11))
-        x_shape = (2, cin if producer != "none" else c, h, w)
-        oh, ow = {"conv": (h - 2, w - 2), "convt": (h + 2, w + 2), "convt2": (2 * h + 1, 2 * w + 1), "none": (h, w)}[producer]
-        out_shape = (2, c, oh, ow)
-        param = f"{c}, 1, 1"
+        big = d == 2 and rng.random() < 0.25  # rows past one program's registers: the exchange and two-read forms
+        sizes = [rng.randint(40, 56) if big else rng.randint(5, 11) for _ in range(d)]
+        x_shape = (2, cin if producer != "none" else c, *sizes)
+        grow = {"conv": lambda n: n - 2, "convt": lambda n: n + 2, "convt2": lambda n: 2 * n + 1, "none": lambda n: n}
+        out_shape = (2, c, *(grow[producer](n) for n in sizes))
+        param = f"{c}" + ", 1" * d
     else:
         x_shape = (5, 9 if producer == "linear" else c)
         out_shape = (5, c)
         param = f"{c}"
     init = [f"self.scale = nn.Parameter(torch.randn({param}))", f"self.bias = nn.Parameter(torch.randn({param}))",
             f"self.gn = nn.GroupNorm({rng.choice([g for g in (1, 2, c // 2, c) if c % g == 0])}, {c})",
-            f"self.inorm = nn.InstanceNorm2d({c}, affine={rng.random() < 0.5})",
+            f"self.inorm = nn.InstanceNorm{d}d({c}, affine={rng.random() < 0.5})",
             f"self.ln = nn.LayerNorm({list(out_shape[1:]) if rng.random() < 0.5 else [out_shape[-1]]})",
-            f"self.bn = nn.BatchNorm2d({c})",
-            "self.conv = nn.Conv2d(3, {c}, 3)".replace("{c}", str(c)),
-            "self.convt = nn.ConvTranspose2d(3, {c}, 3)".replace("{c}", str(c)),
-            "self.convt2 = nn.ConvTranspose2d(3, {c}, 3, stride=2)".replace("{c}", str(c)),
+            f"self.bn = nn.BatchNorm{d}d({c})",
+            f"self.conv = nn.Conv{d}d(3, {c}, 3)",
+            f"self.convt = nn.ConvTranspose{d}d(3, {c}, 3)",
+            f"self.convt2 = nn.ConvTranspose{d}d(3, {c}, 3, stride=2)",
             f"self.linear = nn.Linear(9, {c})"]
     v = {"conv": "self.conv(x)", "convt": "self.convt(x)", "convt2": "self.convt2(x)", "linear": "self.linear(x)",
          "none": "x"}[producer]
@@ -76,7 +77,7 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
         v = op.format(v=v)
     rows = [r for r in ROW if spatial or not r[2]]
     row, technique, _ = rng.choice(rows)
-    v = row.format(v=v)
+    v = row.format(v=v, d=d, spatial_dims=tuple(range(2, 2 + d)))
     shape_kept = technique in ("online_softmax", "fused_normalization", "fused_scan")
     for _ in range(rng.randint(0, 2)):
         op = rng.choice(used) if used and rng.random() < 0.5 else rng.choice(POINTWISE)  # an operand read twice
