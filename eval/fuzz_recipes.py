@@ -47,14 +47,15 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
     """A random model's source, the techniques to build it with and the build's params (a row form asked for)."""
     c = rng.choice([4, 6, 8, 12])
     spatial = rng.random() < 0.8
-    producer = rng.choice(["conv", "convt", "convt2", "none"] if spatial else ["linear", "none"])
+    producer = rng.choice(["conv", "convt", "convt2", "dw", "none"] if spatial else ["linear", "none"])
     cin = 3
     d = 3 if spatial and rng.random() < 0.25 else 2  # 3-d: Conv3d and the NDHWC forms
     if spatial:
         big = d == 2 and rng.random() < 0.25  # rows past one program's registers: the exchange and two-read forms
         sizes = [rng.randint(40, 56) if big else rng.randint(5, 11) for _ in range(d)]
-        x_shape = (2, cin if producer != "none" else c, *sizes)
-        grow = {"conv": lambda n: n - 2, "convt": lambda n: n + 2, "convt2": lambda n: 2 * n + 1, "none": lambda n: n}
+        x_shape = (2, cin if producer not in ("none", "dw") else c, *sizes)
+        grow = {"conv": lambda n: n - 2, "convt": lambda n: n + 2, "convt2": lambda n: 2 * n + 1, "dw": lambda n: n,
+                "none": lambda n: n}
         out_shape = (2, c, *(grow[producer](n) for n in sizes))
         param = f"{c}" + ", 1" * d
     else:
@@ -69,9 +70,10 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
             f"self.conv = nn.Conv{d}d(3, {c}, 3)",
             f"self.convt = nn.ConvTranspose{d}d(3, {c}, 3)",
             f"self.convt2 = nn.ConvTranspose{d}d(3, {c}, 3, stride=2)",
+            f"self.dw = nn.Conv{d}d({c}, {c}, 3, padding=1, groups={c})",  # depthwise
             f"self.linear = nn.Linear(9, {c})"]
-    v = {"conv": "self.conv(x)", "convt": "self.convt(x)", "convt2": "self.convt2(x)", "linear": "self.linear(x)",
-         "none": "x"}[producer]
+    v = {"conv": "self.conv(x)", "convt": "self.convt(x)", "convt2": "self.convt2(x)", "dw": "self.dw(x)",
+         "linear": "self.linear(x)", "none": "x"}[producer]
     used = [rng.choice(POINTWISE) for _ in range(rng.randint(0, 3))]
     for op in used:
         v = op.format(v=v)
@@ -89,10 +91,11 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
               f"    def forward(self, x, z):\n        return {v}\n\n\n"
               f"def get_inputs():\n    return [torch.randn{x_shape}, torch.randn{out_shape}]\n\n\n"
               "def get_init_inputs():\n    return []\n")
-    extra = rng.sample(["channels_last", "gemm_epilogue_fusion", "vectorized_access", "algebraic_simplification"],
-                       rng.randint(0, 2))
+    extra = rng.sample(["channels_last", "gemm_epilogue_fusion", "vectorized_access", "algebraic_simplification",
+                        "depthwise_convolution"], rng.randint(0, 2))
     extra += ["kernel_fusion"] if rng.random() < 0.7 else []  # prologues and epilogues need it
-    params = rng.choice([{}, {}, {}, {"group": 2}, {"pipeline": True, "pipe_chunk": 1024}, {"row_exchange": False}])
+    params = rng.choice([{}, {}, {}, {"group": 2}, {"pipeline": True, "pipe_chunk": 1024}, {"row_exchange": False},
+                         {"gemm_backend": "triton", "dot_precision": "tf32x3"}])
     return source, "+".join([technique] + extra), params
 
 
