@@ -40,7 +40,10 @@ ROW = [("torch.softmax({v}, dim=1)", "online_softmax", False), ("torch.log_softm
        ("torch.mean({v}, dim=-1)", "triton_reduction", False),
        ("torch.cumsum({v}, dim=-1)", "fused_scan", False),
        ("(lambda c: self.gn(c) + c)({v})", "fused_normalization", True),   # the product read again after the norm
-       ("(lambda c: torch.softmax(c, dim=1) * c)({v})", "online_softmax", True)]
+       ("(lambda c: torch.softmax(c, dim=1) * c)({v})", "online_softmax", True),
+       ("F.mse_loss({v}, z)", "fused_loss", False), ("F.smooth_l1_loss({v}, z)", "fused_loss", False),
+       ("F.kl_div(F.log_softmax({v}, dim=1), F.softmax(z, dim=1), reduction='batchmean')", "fused_loss", False),
+       ("torch.mean(1 - F.cosine_similarity({v}, z, dim=1))", "fused_loss", False)]
 
 
 def model_source(rng: random.Random) -> tuple[str, str, dict]:
