@@ -138,6 +138,12 @@ PRESCRIBED = re.compile(r"\b(?:should|must|make sure|ensure|always|never|recomme
                         r"inflat\w+|bias\w*|nois[ey]\w*|mislead\w*|vary|varies|fluctuat\w+|reliab\w+|stabl\w+)\b", re.I)
 CAPABILITY = re.compile(r"\b(?<!you )(?<!we )(?:can|could)\s+(?:be\s+)?\w+", re.I)
 BUILD_TIME = re.compile(r"\b(?:build|compile|compilation|installation)\s+times?\b", re.I)
+# learned-13: a sentence that offers the reader a way to measure ("You may also directly invoke a CUPTI timer with
+# method=cupti") or tells the authors' own way of timing ("We have (and continue to) implement various approaches to
+# conduct kernel timing") tells a measuring rule, as an imperative does, even where it names no step; a report of what a
+# tool or a test measures ("GPU and CPU times are reported") still tells none (heldout15, judged)
+OWN_PRACTICE = re.compile(r"\byou (?:may|can|could|might)(?: also| then| instead)? (?!not\b)\w+|"
+                          r"\bwe (?:\w+ )?times?\b|\bwe\b[^.;:]*?\b(?:timing|timers?|timed|measur\w+)\b", re.I)
 # learned-12: a sentence that says what an example, a sample or a demo is ("This is an example of a GPU-accelerated
 # matrix vector multiplication kernel written in OpenCL", "Demonstrate the use of CUDA Graph conditional nodes") tells
 # what the example holds, nothing about the technique or bottleneck it names.
@@ -202,7 +208,7 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
         # learned-12: a step the sentence does not name (its passage's nearest step by meaning) needs the sentence to
         # tell a measuring rule; a report of what a tool or a test measures ("GPU and CPU times are reported", "In this
         # test, the benchmark measures the average latency ...") tells none
-        if step.id not in spans and not opens_with_imperative(text):
+        if step.id not in spans and not opens_with_imperative(text) and not OWN_PRACTICE.search(text):
             return "a step by meaning, and the sentence tells no measuring rule"
     if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN"):
         told = claim.object if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef) else claim.subject
