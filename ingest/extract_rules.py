@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-12`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-10`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-11`); the default is the scorer's choice
-(`learned-12`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-13`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-11`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-12`); the default is the scorer's choice
+(`learned-13`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -56,6 +56,11 @@ side of an analogy ("in the spirit of FlashAttention") or in a table cell past t
 "intrinsics" name fast math intrinsics only beside math words; a protocol step met by meaning needs a sentence that tells
 a measuring rule; and a proposal named by a category in the plural ("two timing methods"), a tool ("SHARK Tuner") or a
 product's brand case ("xFormers") names no technique.
+learned-13 (eval/ingest/runs/candidates-session43.md) reads a markdown table's rows as statements (tables.py): a row
+whose subject cell names a technique or bottleneck, with a figure under a header naming a measure ("| Naive Coalesced
+Write | 3.12054 | 640.915 |" under "| Kernel Name | Latency (ms) | Effective Bandwidth (GB/s) |"), is seen as a
+sentence is, its figures recorded; the subject cell is the first, or a column whose header says it describes the row
+when the first cell is a mere label ("Custom GEMM Kernel V01 | 1.7218 | Coalesced global memory access").
 """
 
 from __future__ import annotations
@@ -76,17 +81,18 @@ from .sense import SENSE_WEIGHTS, SenseCheck
 from .scorer import WEIGHTS, ClaimScorer, DocumentTopics, focus, proposal_signals, view_signals
 from .statement import similarity_pair
 from .support import gated
+from .tables import measured_subjects, reads_whole, table_row
 from .unstated import why_unstated
 
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-12"
+VERSION = "precision-13"
 # learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
 # candidates (eval/ingest/runs/candidates-session40.md)
-LEARNED_VERSION = "learned-12"
-SENSE_VERSION = "sense-10"  # learned-12 and the sense check (sense.py)
-RULES_VERSION = "rules-11"  # the rules alone, when no scorer is used
+LEARNED_VERSION = "learned-13"
+SENSE_VERSION = "sense-11"  # learned-13 and the sense check (sense.py)
+RULES_VERSION = "rules-12"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:
@@ -234,6 +240,8 @@ class RuleExtractor:
         return DocumentTopics(counts, in_title, doc.text, doc.title or "")
 
     def _views(self, doc: Document, passage: Passage, about):
+        """Each statement of the passage, and each table row stating a measured figure of a node (learned-13), seen
+        with its context; with where it starts in the document."""
         headings = [self.linker.mentions(title) for title in reversed(passage.headings)]
         heading_text = " > ".join(passage.headings)
         previous: list = []
@@ -241,11 +249,14 @@ class RuleExtractor:
         for sentence in passage.sentences:
             named = self.linker.mentions(sentence.text)
             item = in_item(doc.text, sentence.start)
-            if is_statement(sentence.text):
+            row = table_row(doc.text, doc.raw, sentence.start)
+            header = row.headers if row is not None and reads_whole(row, sentence.text) else ()
+            if is_statement(sentence.text) or measured_subjects(sentence.text, header, named):
                 label = item_label(doc.text, sentence.start)
                 yield SentenceView(sentence.text, Span(sentence.text, doc.location(sentence.start)), named,
                                    headings, previous, about, heading_text,
-                                   self.linker.mentions(label) if label else [], lead if item else ""), sentence.start
+                                   self.linker.mentions(label) if label else [], lead if item else "",
+                                   header), sentence.start
             previous = named
             lead = sentence.text if sentence.text.rstrip().endswith(":") else lead if item else ""
 
@@ -295,7 +306,7 @@ def _stated(claims: list[Claim], view: SentenceView, title: str = "") -> list[Cl
     if PURPOSE.search(view.text):  # "..., to minimize the number of transactions" goes on from the previous sentence
         context += view.previous
     headed = frozenset(m.id for m in context)
-    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.context_text)]
+    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.context_text, view.header)]
 
 
 def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:

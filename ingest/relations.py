@@ -18,6 +18,7 @@ from kskill.graph_schema.model import Condition
 from .claims import Claim, EntityRef, Span
 from .lexicon import Mention
 from .linking import SIDE_ABOUT, EntityLinker, PassageLinks
+from .tables import figures as row_figures, measured_subjects
 
 REMEDY = re.compile(
     r"\b(?:avoid\w*|reduc\w+|minimi[sz]\w+|eliminat\w+|prevent\w*|mitigat\w+|hid(?:e|es|ing)|fix\w*|remov\w+|solv\w+|"
@@ -134,6 +135,8 @@ class SentenceView:
     # the line ending in a colon that opens the list holding the sentence ("For stable and reliable performance
     # measurements:" above "2. Execute multiple timed iterations ..."): context for each item, as a heading is
     lead: str = ""
+    # the header cells of the table whose row the sentence is (tables.py): what each of its cells is
+    header: tuple[str, ...] = ()
 
     @property
     def context_text(self) -> str:
@@ -179,7 +182,8 @@ class ClaimRules:
         thresholds = [(m.start(), m.end()) for m in THRESHOLD.finditer(view.text)]
         if thresholds:  # a name inside a threshold ("memory throughput < 40%") is the metric, not a node meant
             view = replace(view, named=[m for m in view.named if not any(a <= m.start < b for a, b in thresholds)])
-        figures = tuple(dict.fromkeys(m.group(0).strip() for m in FIGURE.finditer(view.text)))
+        figures = tuple(dict.fromkeys([m.group(0).strip() for m in FIGURE.finditer(view.text)]
+                                      + list(row_figures(view.text, view.header))))
         measuring = self._measurement_context(view)
         out = self._measurement(view, measuring)
         out += self._conditions(view) + self._detection(view) + self._gains(view)
@@ -343,9 +347,10 @@ class ClaimRules:
             if m.end:  # named in the sentence
                 # Without a cue word the sentence must be about the node in other ways (named first, the
                 # passage's topic by meaning): "this chapter covers X and Y" names X in passing.
-                said = cue or SPEEDUP_FIGURE.search(view.text)
+                # learned-13: a table row's subject with a figure under a header naming a measure is said of
+                said = cue or SPEEDUP_FIGURE.search(view.text) or m in measured_subjects(view.text, view.header, view.named)
                 if not said and view.text.count("|") >= 2:
-                    continue  # a table row without a claim word: cells, not a statement
+                    continue  # a table row without a claim word nor a measured figure: cells, not a statement
                 score = 0.45 + (0.05 if m.exact else 0.0) + (0.1 if said else -0.05) + (0.1 if top else 0.0)
                 score += 0.05 if FIGURE.search(view.text) else 0.0
                 score += 0.05 if m.start < 0.4 * len(view.text) else 0.0  # named early: what the sentence is about

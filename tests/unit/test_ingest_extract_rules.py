@@ -147,10 +147,10 @@ def test_sentences_respect_abbreviations_and_decimals(tmp_path):
 
 
 def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_opt_in(extractor, tmp_path):
-    """learned-12 by default; precision-12 when asked for, dropping what its model finds unstated."""
+    """learned-13 by default; precision-13 when asked for, dropping what its model finds unstated."""
     linker = extractor.linker
     default, with_model = RuleExtractor(linker), RuleExtractor(linker, RuleSettings(precision=True))
-    assert (default.version, with_model.version) == ("learned-12", "precision-12")
+    assert (default.version, with_model.version) == ("learned-13", "precision-13")
     doc = tmp_path / "doc.md"
     doc.write_text("# Memory bandwidth\n\nKernel fusion removes the intermediate writes that make a chain of "
                    "pointwise kernels memory-bound.\n\nSee the fusion section, `fuse=True`, kernel fusion, tiling.\n")
@@ -165,7 +165,7 @@ def test_the_sense_check_is_opt_in(extractor):
     """sense-8 when asked for; without an embedding model it keeps every claim (nothing to compare by meaning)."""
     linker = extractor.linker
     checked = RuleExtractor(linker, RuleSettings(sense=True))
-    assert checked.version == "sense-10" and RuleExtractor(linker).sense is None
+    assert checked.version == "sense-11" and RuleExtractor(linker).sense is None
     claim = Claim(EntityRef("Technique", "software_pipelining"), "SUPPORTS", None, 0.7,
                   Span("The graphics pipeline has many stages.", "offset 0"), "rules")
     assert checked.sense.filter([claim], linker) == [claim]
@@ -255,3 +255,42 @@ def test_learned12_timer_intrinsics_are_no_fast_math(extractor, tmp_path):
     kept = triples(extractor, tmp_path, "# Math\n\nFast math intrinsics such as __expf are critical for speed when "
                    "lower precision is acceptable.\n")
     assert ("fast_math_intrinsics", "SUPPORTS", "") in kept
+
+
+TRANSPOSE_TABLE = ("# Transpose kernels\n\nThe kernels were measured on one GPU.\n\n"
+                   "| Kernel Name | Latency (ms) | Effective Bandwidth (GB/s) |\n| :---: | :---: | :---: |\n"
+                   "| Naive Coalesced Write | 3.12054 | 640.915 |\n| Shared Memory Swizzled | 2.9489 | 678.22 |\n")
+
+
+def claims_of(extractor: RuleExtractor, tmp_path: Path, text: str) -> list[Claim]:
+    path = tmp_path / "doc.md"
+    path.write_text(text)
+    return extractor.extract(load_document(path))
+
+
+def test_learned13_a_table_row_states_a_measured_figure_of_its_subject(extractor, tmp_path):
+    """learned-13: a row's first cell names its subject, a figure under a header naming a measure is said of it."""
+    claims = {c.triple: c for c in claims_of(extractor, tmp_path, TRANSPOSE_TABLE)}
+    coalescing = claims[("memory_coalescing", "SUPPORTS", "")]
+    assert coalescing.evidence.quote == "Naive Coalesced Write | 3.12054 | 640.915"
+    assert {"3.12054", "640.915"} <= set(coalescing.figures)
+    assert ("bank_conflict_padding", "SUPPORTS", "") in claims  # "swizzled"
+
+
+def test_learned13_a_row_without_its_header_or_a_measured_figure_states_nothing(extractor, tmp_path):
+    """The same rows without the header's separator line are cells, not statements; a row of flags and defaults
+    names a node past its subject and measures nothing."""
+    headless = TRANSPOSE_TABLE.replace("| :---: | :---: | :---: |\n", "")
+    assert not {t[0] for t in triples(extractor, tmp_path, headless)} & {"memory_coalescing", "bank_conflict_padding"}
+    flags = ("# Options\n\n| Flag | Description | Default |\n|---|---|---|\n"
+             "| `--no_cuda_graph` | Disable CUDA graph capture for the timed runs | 0 |\n")
+    assert triples(extractor, tmp_path, flags) == set()
+
+
+def test_learned13_a_describing_column_names_the_subject_of_a_labelled_row(extractor, tmp_path):
+    """When the first cell is a mere label, the column whose header says it describes the row names the subject."""
+    text = ("# Results\n\n| GEMM Kernel | TFLOPS | Kernel Description |\n| --- | --- | ---: |\n"
+            "| Custom GEMM Kernel V01 | 1.7218 | Coalesced global memory access |\n")
+    assert ("memory_coalescing", "SUPPORTS", "") in triples(extractor, tmp_path, text)
+    baseline = text.replace("Kernel Description", "Reference baseline")  # a column that does not describe the row
+    assert ("memory_coalescing", "SUPPORTS", "") not in triples(extractor, tmp_path, baseline)

@@ -231,3 +231,18 @@ def test_a_node_named_by_likeness_states_nothing(lexicon):
         "named as the other side of an analogy"
     assert reason(lexicon, evidence("flash_attention"),
                   "FlashAttention tiles the attention computation to avoid writing the score matrix.") == ""
+
+
+def test_learned13_a_way_to_measure_offered_to_the_reader_or_the_authors_own_is_a_rule(lexicon):
+    """learned-13: a step met by meaning stands when the sentence offers the reader a way to measure or tells the
+    authors' own way of timing (heldout15, judged right); a report of what a tool measures, or "if you interrupt ...",
+    still tells no measuring rule."""
+    step = evidence("measure_device_events", "ProtocolStep")
+    unstated = "a step by meaning, and the sentence tells no measuring rule"
+    assert reason(lexicon, step, "You may also directly invoke a CUPTI timer with method=cupti .") == ""
+    assert reason(lexicon, step, "We have (and continue to) implement various approaches to conduct kernel timing to "
+                                 "understand the tradeoffs.") == ""
+    assert reason(lexicon, step, "If you interrupt the timing script and then launch it again, only missing variants "
+                                 "will be run.") == unstated
+    assert reason(lexicon, step, "In this tutorial, we implemented a simple GEMV kernel and reported its time.") == \
+        unstated

@@ -1,0 +1,109 @@
+"""Table rows read as statements: a markdown table's row says something of its subject under its header's columns.
+
+A row such as `| Naive Coalesced Write | 3.12054 | 640.915 | 68.4668 |` under the header `| Kernel Name | Latency (ms)
+| Effective Bandwidth (GB/s) | Peak Bandwidth Percentage (%) |` is no sentence (no verb, few words), yet it states what
+a sentence would: coalesced writes were measured at 640.9 GB/s, 68% of the peak. The row's first cell names its subject;
+the other cells, each under its header, say what is claimed of it. When the first cell names no node (a kernel's
+number, "Custom GEMM Kernel V01"), a column whose header says it describes the row ("Kernel Description") names the
+subject instead. learned-13 reads one claim from such a row: evidence for the technique or bottleneck its subject cell
+names, when some cell holds a figure under a header naming a measure (time, bandwidth, FLOPS, a speedup, a percentage);
+a row of flags and defaults, or of yes and no, states no measured figure and gives nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .lexicon import Mention
+
+CELL = "|"
+# The line under a markdown table's header: `| :---: | --- |`.
+SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+# A header naming a measure: what a number under it was measured as.
+MEASURE_HEADER = re.compile(r"speed-?up|latency|\btimes?\b|duration|throughput|bandwidth|flops|flop/s|\bgb/s|\btb/s|"
+                            r"\bms\b|\bus\b|µs|%|percent|performance|efficiency|utili[sz]ation|tokens?/s|"
+                            r"relative to|of peak|of target", re.I)
+# A header saying its column describes the row: there the row's subject is named when its first cell is a mere label.
+DESCRIBING_HEADER = re.compile(r"\b(?:description|technique|optimi[sz]ation|method|approach|strategy)s?\s*$", re.I)
+# A cell holding one figure, maybe marked up or with its unit: "640.915", "`1986.5`", "96.1%", "1.39x", "~3 ms".
+FIGURE_CELL = re.compile(r"[`*~≈<>]*\s*\d[\d,]*(?:\.\d+)?\s*(?:x|×|%|[A-Za-zµ/]{1,8})?\s*[`*]*")
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """A row of a markdown table with a header: its cells and the header's, both as written, stripped."""
+
+    cells: tuple[str, ...]
+    headers: tuple[str, ...]
+
+
+def split_cells(line: str) -> tuple[str, ...]:
+    """A table line's cells, stripped: `| a | b |` -> ("a", "b")."""
+    body = line.strip()
+    body = body[1:] if body.startswith(CELL) else body
+    body = body[:-1] if body.endswith(CELL) else body
+    return tuple(cell.strip() for cell in body.split(CELL))
+
+
+def table_row(text: str, raw: str, at: int) -> TableRow | None:
+    """The table row on the line holding position `at` of the document's text, with its table's header (the line
+    above the separator line the row follows); None when the line is not a body row of a table with a header. `raw` is
+    the file's text before its markup was blanked (the same offsets): the loader blanks the separator line."""
+    if len(raw) != len(text):
+        return None
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    line = text[start:end if end >= 0 else len(text)]
+    if line.count(CELL) < 2:
+        return None
+    above = start
+    while above > 0:  # up over the table's lines to its separator
+        previous = raw.rfind("\n", 0, above - 1) + 1
+        if SEPARATOR.match(raw[previous:above - 1]):
+            header_start = raw.rfind("\n", 0, max(previous - 1, 0)) + 1 if previous else 0
+            header = text[header_start:max(previous - 1, header_start)]
+            return TableRow(split_cells(line), split_cells(header)) if CELL in header else None
+        if raw[previous:above - 1].count(CELL) < 2:
+            return None
+        above = previous
+    return None
+
+
+def reads_whole(row: TableRow, sentence: str) -> bool:
+    """The sentence is the whole row (a row cut at a full stop inside a cell is read as the sentence it is)."""
+    return sentence.strip(" " + CELL).count(CELL) == len(row.cells) - 1
+
+
+def cell_index(text: str, offset: int) -> int:
+    """Which cell of a row's text (cells joined by "|") holds position `offset`; an opening bar is no cell's end."""
+    body = text.lstrip()
+    skipped = len(text) - len(body) + (1 if body.startswith(CELL) else 0)
+    return text.count(CELL, skipped, max(offset, skipped))
+
+
+def subject_cell(text: str, headers: Sequence[str], named: Sequence[Mention]) -> int:
+    """The cell of a row's text naming the row's subject: the first, unless it names no technique or bottleneck and a
+    column whose header says it describes the row does (without a header, the first)."""
+    cells = {cell_index(text, m.start) for m in named if m.kind in ("Technique", "Bottleneck")}
+    if 0 in cells:
+        return 0
+    describing = [i for i in sorted(cells) if i < len(headers) and DESCRIBING_HEADER.search(headers[i])]
+    return describing[0] if describing else 0
+
+
+def figures(text: str, headers: Sequence[str]) -> tuple[str, ...]:
+    """The cells of a row's text holding one figure under a header naming a measure, as written."""
+    cells = split_cells(text)
+    return tuple(cell.strip("`* ") for i, cell in enumerate(cells)
+                 if 0 < i < len(headers) and FIGURE_CELL.fullmatch(cell) and MEASURE_HEADER.search(headers[i]))
+
+
+def measured_subjects(text: str, headers: Sequence[str], named: Sequence[Mention]) -> list[Mention]:
+    """The techniques and bottlenecks a row (its text, under `headers`) states a measured figure of: those its subject
+    cell names, when a cell under a header naming a measure holds a figure."""
+    if not headers or not figures(text, headers):
+        return []
+    where = subject_cell(text, headers, named)
+    return [m for m in named if m.kind in ("Technique", "Bottleneck") and cell_index(text, m.start) == where]
