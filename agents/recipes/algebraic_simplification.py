@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from kskill.agents.recipes.base import Lowering, Recipe
 from kskill.agents.recipes.gemm_epilogue_fusion import ACC, triton_gemm
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
-from kskill.agents.recipes.matching import arg, is_float
+from kskill.agents.recipes.matching import arg, int_tuple, is_float, normalise_dims
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import Body
 from kskill.agents.recipes.templates.unit import KernelUnit
@@ -78,8 +78,7 @@ def reduced_product(node: Node, graph: Graph) -> ReducedProduct | None:
         return None
     value, dims = node.args[0], arg(node, "dim", 1)
     shape = graph.shape_of(value)
-    dims = [dims] if isinstance(dims, int) else list(dims or [])
-    if not isinstance(value, Ref) or not shape or len(dims) != 1 or dims[0] % len(shape) != len(shape) - 1:
+    if not isinstance(value, Ref) or not shape or dims is None or normalise_dims(dims, len(shape)) != (len(shape) - 1,):
         return None
     chain: list[Node] = []
     current = graph.by_name[value.name]
@@ -94,11 +93,14 @@ def reduced_product(node: Node, graph: Graph) -> ReducedProduct | None:
 def _pooled_product(node: Node, graph: Graph) -> ReducedProduct | None:
     """nn.AvgPool1d / F.avg_pool1d over a linear map's features (its product, or the product unsqueezed to one
     channel) in windows of k with stride k and no padding: each output is the mean of k consecutive features."""
-    k, stride, pad = (_one(node.attrs.get(key)) for key in ("kernel_size", "stride", "padding"))
+    k = int_tuple(arg(node, "kernel_size", 1), 1)
+    stride = arg(node, "stride", 2)
+    stride = k if stride in (None, [], ()) else int_tuple(stride, 1)  # as fused_pooling reads a pooling
     value = node.args[0] if node.args else None
-    if (not is_float(node) or not isinstance(value, Ref) or not isinstance(k, int) or stride not in (k, None)
-            or pad not in (0, None) or node.attrs.get("ceil_mode")):
+    if (not is_float(node) or not isinstance(value, Ref) or k is None or stride != k
+            or int_tuple(arg(node, "padding", 3, 0), 1) != (0,) or arg(node, "ceil_mode", 4)):
         return None
+    k = k[0]
     current, between = graph.by_name[value.name], []
     if current.op == "unsqueeze" and isinstance(current.args[0], Ref) and current.shape and len(current.shape) == 3 \
             and arg(current, "dim", 1) % 3 == 1:
@@ -107,13 +109,6 @@ def _pooled_product(node: Node, graph: Graph) -> ReducedProduct | None:
     if not _linear_map(current, graph) or not _only_uses(graph, [current, *between]) or current.shape[-1] < k:
         return None
     return ReducedProduct(node, current, [], k)
-
-
-def _one(value: Any) -> Any:
-    """A pooling's size as one value: a one-element tuple as its element, an empty one (the default) as None."""
-    if isinstance(value, (tuple, list)):
-        return value[0] if len(value) == 1 else (value or None)
-    return value
 
 
 def _only_uses(graph: Graph, nodes: list[Node]) -> bool:

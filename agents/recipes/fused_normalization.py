@@ -131,7 +131,7 @@ def channels_last_norm(region: Region, graph: Graph) -> tuple[int, ...] | None:
     kind, *rest = region.extra.get("affine_index", "").split(":")
     if perm is None or kind != "channel":
         return None
-    itemsize = torch.empty((), dtype=region.extra["adopted"].dtype or torch.float32).element_size()
+    itemsize = (region.extra["adopted"].dtype or torch.float32).itemsize
     return perm if int(rest[0]) * itemsize >= MIN_RUN_BYTES else None
 
 

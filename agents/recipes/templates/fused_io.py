@@ -41,11 +41,8 @@ class FusedIO:
             op = r.extra.get("prologue_operand")
             if op is not None:
                 self.add(op)
-        if r.epilogue is not None:  # an adopted product the epilogue reads again is in registers (`reread`)
-            inside_anchor = {r.extra.get("output", r.anchor.name), r.extra.get("epilogue_input"),
-                             r.extra.get("reread")}
-            self.add_all([o for o in r.epilogue.external(self.graph)
-                          if not (isinstance(o, Ref) and o.name in inside_anchor)])
+        if r.epilogue is not None:
+            self.add_all(epilogue_operands(r, self.graph))
 
     def add(self, operand: Any) -> str:
         key = operand_key(operand)
@@ -199,11 +196,17 @@ def _read_in_both_orders(region: Region, graph: Graph) -> bool:
     channels-last order, where the epilogue would index it in NCHW order."""
     if region.epilogue is None:
         return False
-    in_registers = {region.extra.get("output", region.anchor.name), region.extra.get("epilogue_input"),
-                    region.extra.get("reread")}
     prologue = {operand_key(o) for o in region.prologue.external(graph)}
     return any(operand_key(o) in prologue and sum(d > 1 for d in graph.shape_of(o) or ()) >= 2
-               for o in region.epilogue.external(graph) if not (isinstance(o, Ref) and o.name in in_registers))
+               for o in epilogue_operands(region, graph))
+
+
+def epilogue_operands(region: Region, graph: Graph) -> list[Any]:
+    """What the region's epilogue reads from memory: its external operands but the anchor's result (and the views
+    of it the epilogue reads) and an adopted product it reads again (`reread`), which are in registers."""
+    in_registers = {region.extra.get("output", region.anchor.name), region.extra.get("epilogue_input"),
+                    region.extra.get("reread")}
+    return [o for o in region.epilogue.external(graph) if not (isinstance(o, Ref) and o.name in in_registers)]
 
 
 def dtype_of(node: Node) -> torch.dtype:
