@@ -308,19 +308,33 @@ class EmbeddedServer:
         self.compact()
 
     def _start_quietly(self) -> None:
-        """Start once more and say nothing to the server until its log says it is ready."""
-        # The server before is gone (it was watched dying): what it left is ours to remove.
-        self.socket_path.unlink(missing_ok=True)
-        self.pid_path.unlink(missing_ok=True)
-        offset = file_size(self.log_path)
-        self._spawn()
-        deadline = time.monotonic() + START_TIMEOUT_S + aof.total_size(self.data_dir) / REPLAY_BYTES_PER_S
-        pid = None
-        while READY_LINE not in read_from(self.log_path, offset):
-            pid = pid or read_pid(self.pid_path)
-            if self._died(pid, offset) or time.monotonic() > deadline:
-                raise self._start_failure(offset)
-            time.sleep(0.1)
+        """Start once more and say nothing to the server until its log says it is ready. A server
+        stuck while loading (the deadlock `_replace_hung` names) is killed and started once more."""
+        for attempt in range(2):
+            # The server before is gone (it was watched dying, or killed): what it left is ours to remove.
+            self.socket_path.unlink(missing_ok=True)
+            self.pid_path.unlink(missing_ok=True)
+            offset = file_size(self.log_path)
+            self._spawn()
+            deadline = time.monotonic() + START_TIMEOUT_S + aof.total_size(self.data_dir) / REPLAY_BYTES_PER_S
+            pid = None
+            while READY_LINE not in read_from(self.log_path, offset):
+                pid = pid or read_pid(self.pid_path)
+                if self._died(pid, offset):
+                    raise self._start_failure(offset)
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            else:
+                return
+            failure = self._start_failure(offset)
+            if (hung := self._hung_while_loading(read_from(self.log_path, offset))) is None:
+                raise failure
+            _kill(hung)
+            if attempt == 0:
+                self.notify(f"warning: the graph server (pid {hung}) did not finish loading its files in time; "
+                            "stopped it, starting it once more")
+        raise failure
 
     # -- housekeeping and stop -----------------------------------------------------------
 

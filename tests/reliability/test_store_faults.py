@@ -274,6 +274,44 @@ def test_a_server_stuck_while_loading_is_killed_and_started_once_more(tmp_path: 
     assert any("stopped answering while loading" in m for m in messages), messages
 
 
+def test_a_quiet_start_stuck_while_loading_is_killed_and_started_once_more(tmp_path: Path, figures: dict,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    """A server that vanishes mid-replay is started once more without a word to it; where that
+    start sticks too (FalkorDB's start-up deadlock, seen once in CI; SIGSTOP here), it is killed and
+    started a third time."""
+    from kskill.graph_schema import embedded_server
+
+    monkeypatch.setattr(embedded_server, "START_TIMEOUT_S", 3.0)  # (10 s for users)
+    open_store("embedded", tmp_path).close()
+    incremental = [p for p in aof.parts(tmp_path / "graph") if p.kind == "i"][-1].path
+    with open(incremental, "ab") as out:  # query text replays slowly: each start is still loading when hit
+        for i in range(3000):
+            text = f"CREATE (:Technique {{id: 'bulk-{i}'}})".encode()
+            out.write(b"*3\r\n$11\r\nGRAPH.QUERY\r\n$6\r\nkskill\r\n$%d\r\n%s\r\n" % (len(text), text))
+    real_spawn, started = EmbeddedServer._spawn, []
+
+    def spawn_kill_then_stop(server: EmbeddedServer) -> None:
+        real_spawn(server)
+        if len(started) < 2:  # the first start is killed, the second one stopped
+            deadline = time.monotonic() + 10
+            pid = ""
+            while not pid and time.monotonic() < deadline:
+                pid = server.pid_path.read_text().strip() if server.pid_path.exists() else ""
+            started.append(int(pid))
+            os.kill(started[-1], signal.SIGKILL if len(started) == 1 else signal.SIGSTOP)
+
+    monkeypatch.setattr(EmbeddedServer, "_spawn", spawn_kill_then_stop)
+    messages: list[str] = []
+    with open_store("embedded", tmp_path, notify=messages.append) as store:
+        nodes = _count(store)
+        serving = server_pid(tmp_path)
+    figures.update(messages=messages)
+    assert nodes == 3000
+    assert len(started) == 2 and serving not in started and not alive(started[1])
+    assert any("starting it once more" in m for m in messages)
+    assert any("did not finish loading its files in time" in m for m in messages), messages
+
+
 def test_a_server_that_stops_answering_mid_run_is_restarted_and_the_query_answered(
         tmp_path: Path, figures: dict, monkeypatch: pytest.MonkeyPatch):
     """A live server stuck (stopped with SIGSTOP here) costs a query its reply time limit, then the
