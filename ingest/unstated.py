@@ -142,6 +142,9 @@ BUILD_TIME = re.compile(r"\b(?:build|compile|compilation|installation)\s+times?\
 # method=cupti") or tells the authors' own way of timing ("We have (and continue to) implement various approaches to
 # conduct kernel timing") tells a measuring rule, as an imperative does, even where it names no step; a report of what a
 # tool or a test measures ("GPU and CPU times are reported") still tells none (heldout15, judged)
+# The verb of a measuring instruction opening its sentence: "Flush the L2 cache before each timed iteration".
+MEASURING_VERB = re.compile(r"^[^A-Za-z]*(?:flush|clear|warm|lock|run|time|measure|profile|repeat|discard|record|"
+                            r"synchroni[sz]e|reset|fix|use)\b", re.I)
 OWN_PRACTICE = re.compile(r"\byou (?:may|can|could|might)(?: also| then| instead)? (?!not\b)\w+|"
                           r"\bwe (?:\w+ )?times?\b|\bwe\b[^.;:]*?\b(?:timing|timers?|timed|measur\w+)\b", re.I)
 # learned-12: a sentence that says what an example, a sample or a demo is ("This is an example of a GPU-accelerated
@@ -210,6 +213,11 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
         # test, the benchmark measures the average latency ...") tells none
         if step.id not in spans and not opens_with_imperative(text) and not OWN_PRACTICE.search(text):
             return "a step by meaning, and the sentence tells no measuring rule"
+    # learned-14: "Flush the L2 cache before each timed iteration so that memory-bound kernels read from DRAM" tells how
+    # to measure; the kernels it names are what is measured, nothing is said about their bottleneck or technique
+    if (claim.relation == "SUPPORTS" and claim.subject.kind in ("Technique", "Bottleneck")
+            and MEASURING_VERB.match(text) and (MEASURE.search(text) or TIMING.search(text))):
+        return "an instruction on how to measure, not a statement about the node"
     if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN"):
         told = claim.object if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef) else claim.subject
         if told.id in spans and past_first_cell(text, spans[told.id], header, named):

@@ -41,6 +41,9 @@ EXPECTED = {
          "Fusing pointwise operations into one kernel reduces memory traffic for memory-bound kernels."),
         ("recompute_instead_of_store", "REQUIRES", "memory_bound is_true",
          "Recomputation is only beneficial when the kernel is memory-bound."),
+        # learned-14: beneficial only for memory-bound kernels, so it is a remedy for them
+        ("memory_bandwidth", "ADDRESSED_BY", "recompute_instead_of_store",
+         "Recomputation is only beneficial when the kernel is memory-bound."),
     },
     "deck.pdf": {
         ("kernel_fusion", "SUPPORTS", "", "Fusing pointwise operators into one kernel avoids writing intermediates to DRAM."),

@@ -246,3 +246,17 @@ def test_learned13_a_way_to_measure_offered_to_the_reader_or_the_authors_own_is_
                                  "will be run.") == unstated
     assert reason(lexicon, step, "In this tutorial, we implemented a simple GEMV kernel and reported its time.") == \
         unstated
+
+
+def test_learned14_a_measuring_instruction_says_nothing_of_the_kernels_it_measures(lexicon):
+    """learned-14: the bottleneck or technique a measuring instruction names is what gets measured; the sentence is
+    advice on measuring, no evidence for them. A sentence that opens with the same verb and measures nothing passes."""
+    why = "an instruction on how to measure, not a statement about the node"
+    flush = ("Flush the L2 cache before each timed iteration so that memory-bound kernels read from DRAM, as kernel "
+             "fusion would otherwise look better.")
+    assert reason(lexicon, evidence("memory_bandwidth", "Bottleneck"), flush) == why
+    assert reason(lexicon, evidence("kernel_fusion"), flush) == why
+    assert reason(lexicon, evidence("excess_dram_traffic", "Bottleneck"),
+                  "Profile your kernel: Use tools like Nsight Compute to measure actual FLOPs and memory traffic") == why
+    assert reason(lexicon, evidence("kernel_fusion"),
+                  "Use kernel fusion to keep intermediates in registers instead of DRAM.") == ""
