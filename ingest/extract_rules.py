@@ -61,6 +61,8 @@ whose subject cell names a technique or bottleneck, with a figure under a header
 Write | 3.12054 | 640.915 |" under "| Kernel Name | Latency (ms) | Effective Bandwidth (GB/s) |"), is seen as a
 sentence is, its figures recorded; the subject cell is the first, or a column whose header says it describes the row
 when the first cell is a mere label ("Custom GEMM Kernel V01 | 1.7218 | Coalesced global memory access").
+learned-14 (eval/ingest/runs/candidates-session44.md) refits the scorer on the whole tune material (271 documents where
+learned-1 had 41) and reads a measuring instruction as no evidence for the kernels it measures (unstated.py).
 """
 
 from __future__ import annotations
