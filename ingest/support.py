@@ -28,7 +28,8 @@ WEAK = 0.45
 
 # Not body text: markup of an image, a dated news line.
 IMAGE = re.compile(r"<img\b|!\[|\balt=", re.I)
-NEWS_LINE = re.compile(r"^\W*\[?\d{4}[-/.]\d{1,2}(?:[-/.]\d{1,2})?\]")
+# "[2024-05] ..." or, day or month first, "10/02/2024 🚀🚀: We've added ..." (learned-15)
+NEWS_LINE = re.compile(r"^\W*(?:\[?\d{4}[-/.]\d{1,2}(?:[-/.]\d{1,2})?\]|\[?\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\]?(?=\W*:))")
 
 
 def weak_support(claim: Claim) -> str:

@@ -353,6 +353,10 @@ def _remedy_unstated(technique_id: str, text: str, technique: Mention | None, bo
         return "a default setting"
     if technique is None:
         return ""
+    # learned-15: "It does not measure latency, occupancy, memory coalescing, bank conflicts, or pipeline overlap"
+    if bottleneck is not None and in_series(text, technique.start, technique.end) and in_series(
+            text, bottleneck.start, bottleneck.end):
+        return "both named in passing, in one series"
     if bottleneck is not None and technique.end <= bottleneck.start and MEANS.search(text, technique.end, bottleneck.start):
         return "the bottleneck's reduction is the means"
     if MEANS.match(text, technique.end + 1):

@@ -30,6 +30,9 @@ def test_sentences_that_are_not_body_statements_are_weak():
         '<img src="conflicts.png" alt="Bank conflicts"> Bank conflicts in a warp',
         "[2025-07-10] We have a post on bank conflicts in the comfort of Python.")]
     assert reasons == ["image caption", "dated news line"]
+    # learned-15: a date with the day or month first, before the news line's colon
+    assert weak_support(evidence("- 10/02/2024 🚀🚀: We've added initial bank conflict checks")) == "dated news line"
+    assert weak_support(evidence("On 10/02/2024 the bank conflicts were fixed by padding.")) == ""
     # a table row, a formula, a lead line and list items run together stated their claim too often to be weak
     for quote in ("Bank conflicts | 32-way serialization of a warp's accesses",
                   "With 32 banks, a stride of 32 gives conflict cycles = 32 per access, the worst bank conflicts",

@@ -260,3 +260,14 @@ def test_learned14_a_measuring_instruction_says_nothing_of_the_kernels_it_measur
                   "Profile your kernel: Use tools like Nsight Compute to measure actual FLOPs and memory traffic") == why
     assert reason(lexicon, evidence("kernel_fusion"),
                   "Use kernel fusion to keep intermediates in registers instead of DRAM.") == ""
+
+
+def test_learned15_a_remedy_whose_two_sides_are_items_of_one_series_is_unstated(lexicon):
+    """learned-15: a bottleneck and a technique listed side by side state no remedy; one named in a series beside a
+    bottleneck stated as the problem still may."""
+    listed = ("It does not measure latency, occupancy, instruction issue, cache behavior, memory coalescing, bank "
+              "conflicts, or pipeline overlap.")
+    assert reason(lexicon, remedy("shared_memory_bank_conflicts", "memory_coalescing"), listed) == \
+        "both named in passing, in one series"
+    assert reason(lexicon, remedy("shared_memory_bank_conflicts", "bank_conflict_padding"),
+                  "To avoid shared memory bank conflicts, pad the shared tile by one column.") == ""
