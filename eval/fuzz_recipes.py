@@ -28,7 +28,7 @@ HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n
 POINTWISE = ["torch.relu({v})", "torch.tanh({v})", "torch.sigmoid({v})", "F.gelu({v})", "{v} * 0.5", "{v} - 0.25",
              "{v} * self.scale", "{v} + self.bias", "{v} + z", "{v} * z", "torch.clamp({v}, -1.0, 1.0)",
              "F.hardswish({v})", "{v} * 1.0", "{v} / 4.0"]
-# row operators: (text, technique, needs 4-d input)
+# row operators: (text, technique, needs a spatial input; None: takes rows only)
 ROW = [("torch.softmax({v}, dim=1)", "online_softmax", False), ("torch.log_softmax({v}, dim=-1)", "online_softmax", False),
        ("self.gn({v})", "fused_normalization", True), ("self.inorm({v})", "fused_normalization", True),
        ("self.ln({v})", "fused_normalization", True), ("self.bn({v})", "fused_normalization", True),
@@ -43,7 +43,16 @@ ROW = [("torch.softmax({v}, dim=1)", "online_softmax", False), ("torch.log_softm
        ("(lambda c: torch.softmax(c, dim=1) * c)({v})", "online_softmax", True),
        ("F.mse_loss({v}, z)", "fused_loss", False), ("F.smooth_l1_loss({v}, z)", "fused_loss", False),
        ("F.kl_div(F.log_softmax({v}, dim=1), F.softmax(z, dim=1), reduction='batchmean')", "fused_loss", False),
-       ("torch.mean(1 - F.cosine_similarity({v}, z, dim=1))", "fused_loss", False)]
+       ("torch.mean(1 - F.cosine_similarity({v}, z, dim=1))", "fused_loss", False),
+       ("F.huber_loss({v}, z, delta=0.5)", "fused_loss", False), ("F.l1_loss({v}, z)", "fused_loss", False),
+       ("F.hinge_embedding_loss({v}, torch.sign(z))", "fused_loss", False),
+       ("F.cross_entropy({v}, torch.argmax(z, dim=1))", "fused_loss", None),  # None: rows only, no spatial input
+       ("F.triplet_margin_loss({v}, z, z * 0.5)", "fused_loss", None),
+       ("torch.cumprod({v}, dim=-1)", "fused_scan", False),
+       ("torch.flip(torch.cumsum(torch.flip({v}, [-1]), dim=-1), [-1])", "fused_scan", False),  # reverse
+       ("torch.cumsum({v} * (z > 0), dim=-1)", "fused_scan", False),  # masked
+       ("torch.amin({v}, dim=-1)", "triton_reduction", False),
+       ("torch.max({v}, dim=1)[0]", "triton_reduction", False)]
 
 
 def model_source(rng: random.Random) -> tuple[str, str, dict]:
@@ -80,7 +89,7 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
     used = [rng.choice(POINTWISE) for _ in range(rng.randint(0, 3))]
     for op in used:
         v = op.format(v=v)
-    rows = [r for r in ROW if spatial or not r[2]]
+    rows = [r for r in ROW if (r[2] is not None or not spatial) and (spatial or not r[2])]
     row, technique, _ = rng.choice(rows)
     v = row.format(v=v, d=d, spatial_dims=tuple(range(2, 2 + d)))
     shape_kept = technique in ("online_softmax", "fused_normalization", "fused_scan")

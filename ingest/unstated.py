@@ -142,11 +142,11 @@ BUILD_TIME = re.compile(r"\b(?:build|compile|compilation|installation)\s+times?\
 # method=cupti") or tells the authors' own way of timing ("We have (and continue to) implement various approaches to
 # conduct kernel timing") tells a measuring rule, as an imperative does, even where it names no step; a report of what a
 # tool or a test measures ("GPU and CPU times are reported") still tells none (heldout15, judged)
-# The verb of a measuring instruction opening its sentence: "Flush the L2 cache before each timed iteration".
-MEASURING_VERB = re.compile(r"^[^A-Za-z]*(?:flush|clear|warm|lock|run|time|measure|profile|repeat|discard|record|"
-                            r"synchroni[sz]e|reset|fix|use)\b", re.I)
 OWN_PRACTICE = re.compile(r"\byou (?:may|can|could|might)(?: also| then| instead)? (?!not\b)\w+|"
                           r"\bwe (?:\w+ )?times?\b|\bwe\b[^.;:]*?\b(?:timing|timers?|timed|measur\w+)\b", re.I)
+# The verb of a measuring instruction opening its sentence: "Flush the L2 cache before each timed iteration".
+MEASURING_VERB = re.compile(r"^[^A-Za-z]*(?:flush|clear|warm|lock|run|time|measure|profile|repeat|discard|record|"
+                            r"synchroni[sz]e|reset|fix)\b", re.I)
 # learned-12: a sentence that says what an example, a sample or a demo is ("This is an example of a GPU-accelerated
 # matrix vector multiplication kernel written in OpenCL", "Demonstrate the use of CUDA Graph conditional nodes") tells
 # what the example holds, nothing about the technique or bottleneck it names.
