@@ -64,8 +64,8 @@ when the first cell is a mere label ("Custom GEMM Kernel V01 | 1.7218 | Coalesce
 learned-14 (eval/ingest/runs/candidates-session44.md) refits the scorer on the whole tune material (271 documents where
 learned-1 had 41) and reads a measuring instruction as no evidence for the kernels it measures (unstated.py).
 learned-15 (the same report) reads no remedy where the bottleneck and the technique are items of one series ("It does
-not measure latency, occupancy, ..., memory coalescing, bank conflicts"), and a news line dated day or month first as
-weak support (support.py).
+not measure latency, occupancy, ..., memory coalescing, bank conflicts"), a news line dated day or month first as
+weak support (support.py), and three more phrases of the lexicon ("exhaustive tuning", "the overheads of Python").
 """
 
 from __future__ import annotations

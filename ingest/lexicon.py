@@ -27,6 +27,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "memory_latency": (r"memory latency", r"latency[- ]bound", r"hide (?:the )?latenc", r"latency hiding"),
     "launch_overhead": (r"launch overhead", r"kernel launch(?:es)? (?:overhead|cost|latency)", r"launch latency",
                         r"(?:cpu|host|python) overhead", r"overhead of launching",
+                        r"overheads? of (?:the )?(?:python|pytorch)\b",  # "The overheads of Python/PyTorch"
                         # "launch-bound" as "memory-bound"; hyphenated, since "a launch bound of 256" is launch_bounds
                         r"(?:launch|host|cpu|overhead)-bound\b"),
     "materialized_intermediates": (r"intermediate (?:results|tensors|values) (?:to|in|through) (?:hbm|dram|global memory)",
@@ -82,6 +83,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
                         r"triton\.autotune", r"tunable (?:template )?parameters", r"config(?:uration)?s? search",
                         r"(?:sweep|search)\w* (?:over )?(?:the )?(?:feasible |candidate |possible )?(?:configs?|configurations|tile sizes|block sizes)",
                         r"tuning (?:space|configs?|configurations)",
+                        r"(?:exhaustive|incremental|offline|online) tuning",
                         r"tunableop",
                         r"gemm tuning",
                         r"(?:can|should) (?:\w+ )?be tuned",
@@ -151,6 +153,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
                           r"(?:elements|outputs|points|stencils) (?:computed|processed|handled) per thread",
                           r"multiple (?:grid points|elements|outputs) per thread"),
     "vendor_library": (r"vendor librar\w+", r"(?:keep|use|call)\w* (?:the )?(?:cublas|cudnn)",
+                       # "fast-performance libraries from NVIDIA, such as cuBLAS, cuDNN"
+                       r"(?:fast(?:-performance)?|optimi[sz]ed|high-performance) librar(?:y|ies)\b(?=[^.]{0,40}"
+                       r"\b(?:cublas|cudnn|rocblas|miopen|hipblas))",
                        r"(?:use|using|call\w*)\s+(?:\w+'s\s+)?(?:rocwmma|rocblas|hipblaslt|cublas\w*|cudnn)\b"),
     "batchnorm_folding": (r"fold\w* (?:the )?batch ?norm",),
     "launch_bounds": (r"__launch_bounds__", r"launch bounds",

@@ -172,3 +172,19 @@ def test_a_speedup_the_documents_new_technique_claims_is_not_also_its_means(rule
                                       "bfloat16.\n")
     gains = [(c.subject.id or c.subject.name, c.gain) for c in claims if c.relation == "GAIN"]
     assert gains == [("MXFP8", 2.0)]
+
+
+@pytest.mark.parametrize("text, node", [
+    ("For many common operations, XLA:GPU uses fast-performance libraries from NVIDIA, such as cuBLAS, cuDNN, and NCCL.",
+     "vendor_library"),
+    ("The overheads of Python/PyTorch can nonetheless be extensive if the batch size is small.", "launch_overhead"),
+    ("Exhaustive tuning can be executed similarly to incremental tuning by ignoring the system DB.", "autotune_launch")])
+def test_learned15_nodes_said_in_other_words(lexicon, text, node):
+    assert node in _ids(lexicon, text)
+
+
+@pytest.mark.parametrize("text, node", [
+    ("We ship optimized libraries for image decoding.", "vendor_library"),
+    ("Manual tuning of the flags took a week.", "autotune_launch")])
+def test_learned15_the_same_words_without_their_sense_name_nothing(lexicon, text, node):
+    assert node not in _ids(lexicon, text)
