@@ -54,7 +54,7 @@ DEV_LABELS = HERE / "ingest" / "labels.yaml"
 TUNE_HALVES = ("tune", "heldout2", "heldout3", "heldout4", "heldout4b", "heldout5", "heldout5b", "heldout5c",
                "heldout6", "heldout6b", "heldout6c", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11",
                "heldout12", "heldout13", "heldout14", "heldout15", "heldout16", "heldout17")
-HALVES = ("heldout18", "heldout19", *TUNE_HALVES)  # heldout19: a reserve batch, never run yet
+HALVES = ("heldout18", "heldout19", "heldout20", *TUNE_HALVES)  # heldout19, heldout20: reserve batches, never run yet
 EDGE_RELATIONS = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN")
 
 
