@@ -302,12 +302,18 @@ def test_a_quiet_start_stuck_while_loading_is_killed_and_started_once_more(tmp_p
 
     monkeypatch.setattr(EmbeddedServer, "_spawn", spawn_kill_then_stop)
     messages: list[str] = []
-    with open_store("embedded", tmp_path, notify=messages.append) as store:
-        nodes = _count(store)
-        serving = server_pid(tmp_path)
+    try:
+        with open_store("embedded", tmp_path, notify=messages.append) as store:
+            nodes = _count(store)
+            serving = server_pid(tmp_path)
+        stopped_alive = alive(started[1])
+    finally:  # a failing store leaves the stopped server behind: it must not outlive the test
+        for pid in started:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
     figures.update(messages=messages)
     assert nodes == 3000
-    assert len(started) == 2 and serving not in started and not alive(started[1])
+    assert len(started) == 2 and serving not in started and not stopped_alive
     assert any("starting it once more" in m for m in messages)
     assert any("did not finish loading its files in time" in m for m in messages), messages
 
