@@ -263,8 +263,8 @@ def test_learned14_a_measuring_instruction_says_nothing_of_the_kernels_it_measur
 
 
 def test_learned15_a_remedy_whose_two_sides_are_items_of_one_series_is_unstated(lexicon):
-    """learned-15: a bottleneck and a technique listed side by side state no remedy; one named in a series beside a
-    bottleneck stated as the problem still may."""
+    """learned-15: a bottleneck and a technique listed side by side state no remedy; a sentence that says the one
+    avoids the other still does."""
     listed = ("It does not measure latency, occupancy, instruction issue, cache behavior, memory coalescing, bank "
               "conflicts, or pipeline overlap.")
     assert reason(lexicon, remedy("shared_memory_bank_conflicts", "memory_coalescing"), listed) == \
