@@ -28,31 +28,33 @@ HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n
 POINTWISE = ["torch.relu({v})", "torch.tanh({v})", "torch.sigmoid({v})", "F.gelu({v})", "{v} * 0.5", "{v} - 0.25",
              "{v} * self.scale", "{v} + self.bias", "{v} + z", "{v} * z", "torch.clamp({v}, -1.0, 1.0)",
              "F.hardswish({v})", "{v} * 1.0", "{v} / 4.0"]
-# row operators: (text, technique, needs a spatial input; None: takes rows only)
-ROW = [("torch.softmax({v}, dim=1)", "online_softmax", False), ("torch.log_softmax({v}, dim=-1)", "online_softmax", False),
-       ("self.gn({v})", "fused_normalization", True), ("self.inorm({v})", "fused_normalization", True),
-       ("self.ln({v})", "fused_normalization", True), ("self.bn({v})", "fused_normalization", True),
-       ("F.max_pool{d}d({v}, 2)", "fused_pooling", True), ("F.avg_pool{d}d({v}, 3, 2, 1)", "fused_pooling", True),
-       ("torch.mean({v}, dim={spatial_dims}, keepdim=True)", "triton_reduction", True),
-       ("torch.amax({v}, dim=1, keepdim=True)", "triton_reduction", False),
-       ("torch.logsumexp({v}, dim=1, keepdim=True)", "triton_reduction", False),
-       ("torch.sum({v}, dim=-1, keepdim=True)", "triton_reduction", False),
-       ("torch.mean({v}, dim=-1)", "triton_reduction", False),
-       ("torch.cumsum({v}, dim=-1)", "fused_scan", False),
-       ("(lambda c: self.gn(c) + c)({v})", "fused_normalization", True),   # the product read again after the norm
-       ("(lambda c: torch.softmax(c, dim=1) * c)({v})", "online_softmax", True),
-       ("F.mse_loss({v}, z)", "fused_loss", False), ("F.smooth_l1_loss({v}, z)", "fused_loss", False),
-       ("F.kl_div(F.log_softmax({v}, dim=1), F.softmax(z, dim=1), reduction='batchmean')", "fused_loss", False),
-       ("torch.mean(1 - F.cosine_similarity({v}, z, dim=1))", "fused_loss", False),
-       ("F.huber_loss({v}, z, delta=0.5)", "fused_loss", False), ("F.l1_loss({v}, z)", "fused_loss", False),
-       ("F.hinge_embedding_loss({v}, torch.sign(z))", "fused_loss", False),
-       ("F.cross_entropy({v}, torch.argmax(z, dim=1))", "fused_loss", None),  # None: rows only, no spatial input
-       ("F.triplet_margin_loss({v}, z, z * 0.5)", "fused_loss", None),
-       ("torch.cumprod({v}, dim=-1)", "fused_scan", False),
-       ("torch.flip(torch.cumsum(torch.flip({v}, [-1]), dim=-1), [-1])", "fused_scan", False),  # reverse
-       ("torch.cumsum({v} * (z > 0), dim=-1)", "fused_scan", False),  # masked
-       ("torch.amin({v}, dim=-1)", "triton_reduction", False),
-       ("torch.max({v}, dim=1)[0]", "triton_reduction", False)]
+# row operators: (text, technique, the input it takes: "spatial", "rows" or "any")
+ROW = [("torch.softmax({v}, dim=1)", "online_softmax", "any"),
+       ("torch.log_softmax({v}, dim=-1)", "online_softmax", "any"),
+       ("self.gn({v})", "fused_normalization", "spatial"), ("self.inorm({v})", "fused_normalization", "spatial"),
+       ("self.ln({v})", "fused_normalization", "spatial"), ("self.bn({v})", "fused_normalization", "spatial"),
+       ("F.max_pool{d}d({v}, 2)", "fused_pooling", "spatial"),
+       ("F.avg_pool{d}d({v}, 3, 2, 1)", "fused_pooling", "spatial"),
+       ("torch.mean({v}, dim={spatial_dims}, keepdim=True)", "triton_reduction", "spatial"),
+       ("torch.amax({v}, dim=1, keepdim=True)", "triton_reduction", "any"),
+       ("torch.logsumexp({v}, dim=1, keepdim=True)", "triton_reduction", "any"),
+       ("torch.sum({v}, dim=-1, keepdim=True)", "triton_reduction", "any"),
+       ("torch.mean({v}, dim=-1)", "triton_reduction", "any"),
+       ("torch.cumsum({v}, dim=-1)", "fused_scan", "any"),
+       ("(lambda c: self.gn(c) + c)({v})", "fused_normalization", "spatial"),   # the product read again after the norm
+       ("(lambda c: torch.softmax(c, dim=1) * c)({v})", "online_softmax", "spatial"),
+       ("F.mse_loss({v}, z)", "fused_loss", "any"), ("F.smooth_l1_loss({v}, z)", "fused_loss", "any"),
+       ("F.kl_div(F.log_softmax({v}, dim=1), F.softmax(z, dim=1), reduction='batchmean')", "fused_loss", "any"),
+       ("torch.mean(1 - F.cosine_similarity({v}, z, dim=1))", "fused_loss", "any"),
+       ("F.huber_loss({v}, z, delta=0.5)", "fused_loss", "any"), ("F.l1_loss({v}, z)", "fused_loss", "any"),
+       ("F.hinge_embedding_loss({v}, torch.sign(z))", "fused_loss", "any"),
+       ("F.cross_entropy({v}, torch.argmax(z, dim=1))", "fused_loss", "rows"),
+       ("F.triplet_margin_loss({v}, z, z * 0.5)", "fused_loss", "rows"),
+       ("torch.cumprod({v}, dim=-1)", "fused_scan", "any"),
+       ("torch.flip(torch.cumsum(torch.flip({v}, [-1]), dim=-1), [-1])", "fused_scan", "any"),  # reverse
+       ("torch.cumsum({v} * (z > 0), dim=-1)", "fused_scan", "any"),  # masked
+       ("torch.amin({v}, dim=-1)", "triton_reduction", "any"),
+       ("torch.max({v}, dim=1)[0]", "triton_reduction", "any")]
 
 
 def model_source(rng: random.Random) -> tuple[str, str, dict]:
@@ -89,7 +91,7 @@ def model_source(rng: random.Random) -> tuple[str, str, dict]:
     used = [rng.choice(POINTWISE) for _ in range(rng.randint(0, 3))]
     for op in used:
         v = op.format(v=v)
-    rows = [r for r in ROW if (r[2] is not None or not spatial) and (spatial or not r[2])]
+    rows = [r for r in ROW if r[2] in ("any", "spatial" if spatial else "rows")]
     row, technique, _ = rng.choice(rows)
     v = row.format(v=v, d=d, spatial_dims=tuple(range(2, 2 + d)))
     shape_kept = technique in ("online_softmax", "fused_normalization", "fused_scan")

@@ -237,7 +237,8 @@ def main() -> None:
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[],
                         help="a folder holding labelled documents kept outside the repository (repeatable)")
     args = parser.parse_args()
-    docs = collected(training_documents(args.extra_corpus, skip_absent=True), collect, args.cache, ("candidates", "rules3"))
+    docs = training_documents(args.extra_corpus, skip_absent=True)
+    docs = collected(docs, collect, args.cache, ("candidates", "rules3"))
     leave_one_out(docs)
     threshold, held_out = choose_threshold(docs)
     alone_threshold, alone = choose_threshold(docs, scored_alone)

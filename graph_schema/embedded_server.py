@@ -316,25 +316,27 @@ class EmbeddedServer:
             self.pid_path.unlink(missing_ok=True)
             offset = file_size(self.log_path)
             self._spawn()
-            deadline = time.monotonic() + START_TIMEOUT_S + aof.total_size(self.data_dir) / REPLAY_BYTES_PER_S
-            pid = None
-            while READY_LINE not in read_from(self.log_path, offset):
-                pid = pid or read_pid(self.pid_path)
-                if self._died(pid, offset):
-                    raise self._start_failure(offset)
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-            else:
+            if self._logs_ready(offset):
                 return
-            failure = self._start_failure(offset)
             if (hung := self._hung_while_loading(read_from(self.log_path, offset))) is None:
-                raise failure
+                break
             _kill(hung)
             if attempt == 0:
                 self.notify(f"warning: the graph server (pid {hung}) did not finish loading its files in time; "
                             "stopped it, starting it once more")
-        raise failure
+        raise self._start_failure(offset)
+
+    def _logs_ready(self, offset: int) -> bool:
+        """Whether the server just spawned logs that it is ready (after `offset`) before its load's deadline; False
+        when it died or the deadline passed first."""
+        deadline = time.monotonic() + START_TIMEOUT_S + aof.total_size(self.data_dir) / REPLAY_BYTES_PER_S
+        pid = None
+        while READY_LINE not in read_from(self.log_path, offset):
+            pid = pid or read_pid(self.pid_path)
+            if self._died(pid, offset) or time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
 
     # -- housekeeping and stop -----------------------------------------------------------
 

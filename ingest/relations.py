@@ -335,6 +335,7 @@ class ClaimRules:
         cue = (DEFINITION.search(view.text) or REMEDY.search(view.text) or CAUSE.search(view.text)
                or ADVICE.search(view.text))
         candidates = {m.id: m for m in view.named if m.kind != "ProtocolStep"}
+        measured = measured_subjects(view.text, view.header, view.named)  # a table row's subjects, learned-13
         for kind in ("Bottleneck", "Technique"):
             heading = view.from_heading(kind)
             if heading is not None and heading.id not in candidates:
@@ -347,8 +348,8 @@ class ClaimRules:
             if m.end:  # named in the sentence
                 # Without a cue word the sentence must be about the node in other ways (named first, the
                 # passage's topic by meaning): "this chapter covers X and Y" names X in passing.
-                # learned-13: a table row's subject with a figure under a header naming a measure is said of
-                said = cue or SPEEDUP_FIGURE.search(view.text) or m in measured_subjects(view.text, view.header, view.named)
+                # learned-13: a table row's subject with a figure under a header naming a measure is said of it
+                said = cue or SPEEDUP_FIGURE.search(view.text) or m in measured
                 if not said and view.text.count("|") >= 2:
                     continue  # a table row without a claim word nor a measured figure: cells, not a statement
                 score = 0.45 + (0.05 if m.exact else 0.0) + (0.1 if said else -0.05) + (0.1 if top else 0.0)

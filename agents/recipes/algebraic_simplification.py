@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from kskill.agents.recipes.base import Lowering, Recipe
 from kskill.agents.recipes.gemm_epilogue_fusion import ACC, triton_gemm
 from kskill.agents.recipes.graph import Attr, Graph, Node, Ref
-from kskill.agents.recipes.matching import arg, int_tuple, is_float, normalise_dims
+from kskill.agents.recipes.matching import arg, is_float, normalise_dims, pool_window
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import Body
 from kskill.agents.recipes.templates.unit import KernelUnit
@@ -93,14 +93,12 @@ def reduced_product(node: Node, graph: Graph) -> ReducedProduct | None:
 def _pooled_product(node: Node, graph: Graph) -> ReducedProduct | None:
     """nn.AvgPool1d / F.avg_pool1d over a linear map's features (its product, or the product unsqueezed to one
     channel) in windows of k with stride k and no padding: each output is the mean of k consecutive features."""
-    k = int_tuple(arg(node, "kernel_size", 1), 1)
-    stride = arg(node, "stride", 2)
-    stride = k if stride in (None, [], ()) else int_tuple(stride, 1)  # as fused_pooling reads a pooling
+    window = pool_window(node, 1)
     value = node.args[0] if node.args else None
-    if (not is_float(node) or not isinstance(value, Ref) or k is None or stride != k
-            or int_tuple(arg(node, "padding", 3, 0), 1) != (0,) or arg(node, "ceil_mode", 4)):
+    if (not is_float(node) or not isinstance(value, Ref) or window is None or window[1] != window[0]
+            or window[2] != (0,) or arg(node, "ceil_mode", 4)):
         return None
-    k = k[0]
+    k = window[0][0]
     current, between = graph.by_name[value.name], []
     if current.op == "unsqueeze" and isinstance(current.args[0], Ref) and current.shape and len(current.shape) == 3 \
             and arg(current, "dim", 1) % 3 == 1:

@@ -22,7 +22,7 @@ from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
 from kskill.agents.recipes.graph import Graph, Node
-from kskill.agents.recipes.matching import arg, first_operand, int_tuple, is_float
+from kskill.agents.recipes.matching import arg, first_operand, int_tuple, is_float, pool_window
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.columns import VECTOR, column, column_groups, group_columns, put_together, take_apart
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
@@ -63,13 +63,11 @@ def pool_region(node: Node, graph: Graph) -> Region | None:
     kind, dims = POOL_OPS[node.op]
     if len(xshape) < dims + 1 or arg(node, "return_indices", 99, False):
         return None
-    kernel = int_tuple(arg(node, "kernel_size", 1), dims)
-    stride_v = arg(node, "stride", 2)
-    stride = kernel if stride_v in (None, [], ()) else int_tuple(stride_v, dims)
-    pad = int_tuple(arg(node, "padding", 3, 0), dims)
+    window = pool_window(node, dims)
     dilation = int_tuple(arg(node, "dilation", 4, 1), dims) if kind == "max" else (1,) * dims
-    if None in (kernel, stride, pad, dilation):
+    if window is None or dilation is None:
         return None
+    kernel, stride, pad = window
     include_pad = bool(arg(node, "count_include_pad", 5, True)) if kind == "avg" else True
     override = arg(node, "divisor_override", 6, None) if kind == "avg" else None
     if override is not None and (not isinstance(override, int) or override == 0):

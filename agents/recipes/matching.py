@@ -39,6 +39,16 @@ def int_tuple(value: Any, dims: int) -> tuple[int, ...] | None:
     return None
 
 
+def pool_window(node: Node, dims: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """A max or average pooling's kernel, stride (the kernel when not given) and padding over its `dims` pooled
+    dims; None where one is not an int or `dims` ints."""
+    kernel = int_tuple(arg(node, "kernel_size", 1), dims)
+    stride = arg(node, "stride", 2)
+    stride = kernel if stride in (None, [], ()) else int_tuple(stride, dims)
+    pad = int_tuple(arg(node, "padding", 3, 0), dims)
+    return None if None in (kernel, stride, pad) else (kernel, stride, pad)
+
+
 def normalise_dims(dims: Any, rank: int) -> tuple[int, ...] | None:
     """Sorted non-negative dims, or None for 'all'."""
     if dims is None:

@@ -238,6 +238,16 @@ def test_a_long_load_waits_with_progress(tmp_path: Path, figures: dict, monkeypa
         assert any(m.startswith("loading the graph store:") for m in messages)
 
 
+def _written_pid(server: EmbeddedServer) -> int:
+    """The pid of the server just spawned, as soon as it is in its pid file (the server creates the file, then writes
+    the number: wait for the number, without pausing, so that the server is still loading)."""
+    deadline = time.monotonic() + 10
+    pid = ""
+    while not pid and time.monotonic() < deadline:
+        pid = server.pid_path.read_text().strip() if server.pid_path.exists() else ""
+    return int(pid)
+
+
 def test_a_server_stuck_while_loading_is_killed_and_started_once_more(tmp_path: Path, figures: dict,
                                                                        monkeypatch: pytest.MonkeyPatch):
     """A start whose server never answers (FalkorDB can deadlock while it decodes a graph; here the
@@ -253,12 +263,7 @@ def test_a_server_stuck_while_loading_is_killed_and_started_once_more(tmp_path: 
     def spawn_then_stop(server: EmbeddedServer) -> None:
         real_spawn(server)
         if not stuck:  # the first start only
-            deadline = time.monotonic() + 10
-            pid = ""  # the server creates its pid file, then writes it: wait for the number
-            while not pid and time.monotonic() < deadline:
-                pid = server.pid_path.read_text().strip() if server.pid_path.exists() else ""
-                time.sleep(0.005)
-            stuck.append(int(pid))
+            stuck.append(_written_pid(server))
             os.kill(stuck[0], signal.SIGSTOP)
 
     monkeypatch.setattr(EmbeddedServer, "_spawn", spawn_then_stop)
@@ -293,11 +298,7 @@ def test_a_quiet_start_stuck_while_loading_is_killed_and_started_once_more(tmp_p
     def spawn_kill_then_stop(server: EmbeddedServer) -> None:
         real_spawn(server)
         if len(started) < 2:  # the first start is killed, the second one stopped
-            deadline = time.monotonic() + 10
-            pid = ""
-            while not pid and time.monotonic() < deadline:
-                pid = server.pid_path.read_text().strip() if server.pid_path.exists() else ""
-            started.append(int(pid))
+            started.append(_written_pid(server))
             os.kill(started[-1], signal.SIGKILL if len(started) == 1 else signal.SIGSTOP)
 
     monkeypatch.setattr(EmbeddedServer, "_spawn", spawn_kill_then_stop)
