@@ -13,6 +13,7 @@ import json
 import os
 import stat
 import tempfile
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,14 +49,17 @@ def prepare(data_dir: Path) -> Marker:
     path = data_dir / MARKER
     if path.exists():
         return read_marker(data_dir)
-    foreign = [p.name for p in data_dir.iterdir() if not p.name.endswith(".lock")]
+    # A lock, or the marker another process is writing right now (`write_marker`'s temporary file), is ours.
+    foreign = [p.name for p in data_dir.iterdir()
+               if not p.name.endswith(".lock") and not (p.name.startswith(MARKER + ".") and p.name.endswith(".tmp"))]
     if foreign:
         raise StoreUnavailable(
             f"{data_dir} is not a kskill data directory (it holds {', '.join(sorted(foreign)[:3])}); "
             "point KSKILL_HOME elsewhere or empty that directory"
         )
     marker = Marker(STORE_FORMAT)
-    write_marker(data_dir, marker)
+    if not write_marker(data_dir, marker, replace=False):  # another process created it first: read theirs
+        return read_marker(data_dir)
     return marker
 
 
@@ -84,11 +88,22 @@ def record_nodes(data_dir: Path, nodes: int) -> None:
     write_marker(data_dir, Marker(STORE_FORMAT, nodes, now))
 
 
-def write_marker(data_dir: Path, marker: Marker) -> None:
+def write_marker(data_dir: Path, marker: Marker, replace: bool = True) -> bool:
+    """Write the marker atomically (a crash leaves the old one or none). `replace=False` creates it only where none
+    exists yet, and says whether it did: processes that start on a new directory at once write it once."""
     path = data_dir / MARKER
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps({"format": marker.format, "nodes": marker.nodes, "recorded_at": marker.recorded_at}))
-    tmp.replace(path)
+    if replace:
+        tmp.replace(path)
+        return True
+    try:
+        os.link(tmp, path)  # fails where the marker exists, unlike a rename
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def rotate_log(log_path: Path, limit: int = LOG_LIMIT_BYTES) -> None:

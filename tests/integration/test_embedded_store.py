@@ -213,6 +213,32 @@ def test_foreign_directory_is_refused(tmp_path: Path):
     assert (tmp_path / "graph" / "thesis.tex").read_text() == "not ours"
 
 
+def test_a_new_directory_prepared_by_many_at_once_gets_one_marker(tmp_path: Path):
+    """Processes that start on a new data directory together each see it as kskill's: the marker another one is
+    writing (its temporary file, seen in CI as "not a kskill data directory") is no foreign file, and the marker is
+    created once."""
+    data = tmp_path / "graph"
+    data.mkdir()
+    (data / f"{datadir.MARKER}.99999.1.tmp").write_text("{}")  # another process half-way through writing it
+    assert datadir.prepare(data) == datadir.Marker(datadir.STORE_FORMAT)
+    fresh = tmp_path / "fresh"
+    outcomes: list[object] = []
+
+    def prepare() -> None:
+        try:
+            outcomes.append(datadir.prepare(fresh))
+        except StoreUnavailable as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=prepare) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes == [datadir.Marker(datadir.STORE_FORMAT)] * 16
+    assert sorted(p.name for p in fresh.iterdir()) == [datadir.MARKER]
+
+
 def test_corrupt_marker_is_refused(tmp_path: Path):
     (tmp_path / "graph").mkdir()
     (tmp_path / "graph" / "kskill-store.json").write_text("{garbage")
