@@ -102,6 +102,10 @@ SPLIT_PER_SM = 16  # programs a multiprocessor is given when rows are split
 # 239 registers a thread), 4.21 with one row a program and 3.97-4.61 with other groups; group norms of
 # 27 and 16 chunks a row, fused with conv and pooling work, 2.27 against 2.33 and 1.15 against 1.26 ms.
 GROUPED = Grouped(2, 8192, 4)
+# A group norm walking a channels-last product (row_walk) one row a program: on the H200 level2/19 ran in 8.19 ms
+# so against 12.04 at two rows and 9.44 at four, level2/83 in 1.83 against 2.31 and 2.04
+# (eval/runs/push-h200-s44/NOTES.md, call 1).
+GROUPED_NHWC = Grouped(1, 8192, 4)
 
 
 def row_params(p: int, r: int) -> dict[str, Any]:
@@ -118,7 +122,9 @@ def row_params(p: int, r: int) -> dict[str, Any]:
 
 # A group norm over an adopted convolution product whose channels-last runs (the group's channels at one
 # position) are shorter than this reads NCHW: each program would fetch sectors of which it uses a fraction.
-MIN_RUN_BYTES = 16
+# Runs of two fp32 channels still paid on the H200: level2/83 (a 3-d convolution, which cuDNN runs far faster
+# channels-last) in 1.83 ms against 2.27 NCHW (eval/runs/push-h200-s44/NOTES.md, call 1).
+MIN_RUN_BYTES = 8
 
 
 def channels_last_norm(region: Region, graph: Graph) -> tuple[int, ...] | None:
@@ -185,7 +191,8 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
             io.add(region.extra[key])
     exchange = None
     if r_ > MAX_PERSISTENT:  # rows of many programs pipelined (templates/exchange.py)
-        exchange = chosen_split(p_, r_, params, ("BLOCK_R", "SPLIT"), GROUPED, pipeline=True)
+        grouped = GROUPED if perm is None else GROUPED_NHWC
+        exchange = chosen_split(p_, r_, params, ("BLOCK_R", "SPLIT"), grouped, pipeline=True)
     if exchange is not None:
         return _exchange_unit(name, region, io, exchange)
     if p["SPLIT"] > 1 and r_ > p["BLOCK_R"]:

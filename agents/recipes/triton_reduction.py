@@ -79,6 +79,10 @@ def _multiply(a, b):
 
 
 MULTI_ROW_MAX = 1024  # rows this short are reduced BLOCK_P at a time, one tile each
+# Programs a multiprocessor for a split reduction's first stage: on the H200 the reductions over the channels-last
+# products of level2/44 and level2/42 ran in 0.444 and 3.053 ms at 8, against 0.466 and 3.160 at 4
+# (eval/runs/push-h200-s44/NOTES.md, call 1).
+SPLIT_PER_SM = 8
 
 
 def default_params(view: tuple[int, int, int], op: str) -> dict[str, Any]:
@@ -96,7 +100,7 @@ def default_params(view: tuple[int, int, int], op: str) -> dict[str, Any]:
     programs = p * -(-q // params["BLOCK_Q"])
     split = 1
     if op in STAGE2_OP and programs < 2 * SMS and r >= 8192:
-        split = max(2, min(-(-4 * SMS // programs), r // 2048, 1024))
+        split = max(2, min(-(-SPLIT_PER_SM * SMS // programs), r // 2048, 1024))
     params["SPLIT"] = split
     return params
 

@@ -267,14 +267,15 @@ def test_a_group_norm_reads_the_adopted_convolution_channels_last(conv, groups, 
     assert form in cand.source
 
 
-def test_a_group_norm_of_short_channel_runs_and_an_instance_norm_read_nchw():
-    """Two channels a group (8 bytes a position) and an instance norm (one channel a row) would fetch sectors a
-    program uses a fraction of: the product stays NCHW for them."""
-    for groups in (4, 8):
+def test_a_group_norm_of_one_channel_a_group_reads_nchw_and_of_two_reads_channels_last():
+    """One channel a group (4 bytes a position, as an instance norm's run) would fetch sectors a program uses a
+    fraction of: the product stays NCHW. Two (8 bytes, MIN_RUN_BYTES) are read channels-last."""
+    for groups, nhwc in ((8, False), (4, True)):
         model = GROUP_NORM.format(conv="nn.Conv2d(3, 8, 3)", groups=groups, channels=8).replace("x_rank", "4")
         src = problem(model, "[torch.randn(2, 3, 9, 7)]")
         cand = check(src, ["channels_last", "fused_normalization", "kernel_fusion"])
-        assert "offs_in" not in cand.source and "_to_channels_last(x)" not in cand.source.split("def _norm_0(")[1]
+        launcher = cand.source.split("def _norm_0(")[1]
+        assert ("offs_in" in cand.source) is nhwc and ("_to_channels_last(x)" in launcher) is nhwc
 
 
 SHARED = '''class Model(nn.Module):
