@@ -5,8 +5,9 @@ graph queries.
 2. The techniques addressing the matched bottlenecks are checked against their REQUIRES and
    FORBIDDEN_WHEN conditions, again inside Cypher.
 3. Short-term memory removes what this lineage already applied, what conflicts with it, what
-   was already tried from the same parent (tabu), and a named variant that failed the tolerance
-   anywhere in the run; the brain may decline what it cannot apply.
+   was already tried from the same parent (tabu), a named variant that failed the tolerance
+   anywhere in the run, and a technique that failed it from two parents of the run and passed from
+   none; the brain may decline what it cannot apply.
 4. The rest is ranked by edge priority, expected gain, the prior learned from past runs, then id.
 5. The first `width` techniques (0: all) are chosen, each with the variants the graph allows:
    a variant's own guards are evaluated like a technique's, and a variant already tried from this
@@ -33,6 +34,10 @@ from kskill.graph_schema.store import GraphStore
 Capability = Callable[[str], tuple[bool, str]]  # technique id -> (can apply here, why not)
 Fallback = Callable[[str, int], list[str]]  # description, k -> technique ids, nearest first
 MIN_GAIN = 1.01  # a child that does not beat its parent by 1% gained nothing
+# A technique that failed the tolerance from this many parents of a run, and passed from none, is not tried
+# again in the run: on the H200, level3/27's channels-last children failed it from 6 parents of 14, each
+# review spent out of its 60 s (eval/runs/kb60-h200/eval/rows/level3__27_RegNet.json, its trajectory).
+TOLERANCE_REPEATS = 2
 
 
 @dataclass(frozen=True)
@@ -360,6 +365,14 @@ class _ShortTermMemory:
         for row in store.run(q.RUN_VARIANTS_OUT_OF_TOLERANCE, {"parent": parent}):
             self.tried.setdefault((row["technique"], row["variant"]),
                                   f"tabu: failed the tolerance at attempt {row['n']} of this run")
+        # So does a technique of no named variant that failed it from TOLERANCE_REPEATS parents and passed
+        # from none: what changes its arithmetic (cuDNN's TF32 kernels under channels-last, a batch norm's own
+        # statistics ahead of a TF32 convolution) came with it each time.
+        for row in store.run(q.RUN_TECHNIQUES_OUT_OF_TOLERANCE, {"parent": parent, "repeats": TOLERANCE_REPEATS}):
+            failed = sorted(row["failed"])
+            self.tried.setdefault((row["technique"], ""), (
+                f"tabu: failed the tolerance at attempts {', '.join(map(str, failed))} of this run and passed it "
+                "at none"))
 
     def tried_reason(self, technique: str, variant: str) -> str:
         """Why not to write this form of the technique from this parent again ('' for no variant)."""

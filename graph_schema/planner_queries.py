@@ -118,6 +118,17 @@ RUN_VARIANTS_OUT_OF_TOLERANCE = (
     "WHERE c.status = 'numeric' AND coalesce(c.variant, '') <> '' "
     "RETURN t.id AS technique, c.variant AS variant, min(c.n) AS n ORDER BY n, technique, variant"
 )
+# Techniques written without a named variant that failed the tolerance $repeats times or more in the parent's
+# run (each time from another parent: the tabu keeps a parent from trying one twice) and passed it nowhere.
+RUN_TECHNIQUES_OUT_OF_TOLERANCE = (
+    "MATCH (r:Run)-[:HAS_ATTEMPT]->(:Attempt {id: $parent}) "
+    "MATCH (r)-[:HAS_ATTEMPT]->(c:Attempt)-[:APPLIED]->(t:Technique) "
+    "WHERE c.status = 'numeric' AND coalesce(c.variant, '') = '' "
+    "WITH r, t, collect(c.n) AS failed WHERE size(failed) >= $repeats "
+    "OPTIONAL MATCH (r)-[:HAS_ATTEMPT]->(ok:Attempt {status: 'verified'})-[:APPLIED]->(t) "
+    "WITH t, failed, count(ok) AS passed WHERE passed = 0 "
+    "RETURN t.id AS technique, failed ORDER BY technique"
+)
 
 # The Decision subgraph (ARCHITECTURE 3.3), written in one transaction by the Planner.
 WRITE_DECISION = (

@@ -55,6 +55,7 @@ PARAMS: dict[str, dict] = {
     "LINEAGE_TECHNIQUES": {"parent": "att:none"},
     "CHILD_OUTCOMES": {"parent": "att:none"},
     "RUN_VARIANTS_OUT_OF_TOLERANCE": {"parent": "att:none"},
+    "RUN_TECHNIQUES_OUT_OF_TOLERANCE": {"parent": "att:none", "repeats": 2},
     "RECORD_OUTCOME": {"bottleneck": "memory_bandwidth", "technique": "kernel_fusion", "gain": 1.2, "min_gain": 1.01},
     "WRITE_DECISION": {"id": "dec:conformance", "tier": "rule", "case": "c", "now": "t"},
     "WRITE_OBSERVATIONS": {"decision": "dec:conformance", "rows": [{"id": "obs:c", "props": {"metric": "m"}}]},

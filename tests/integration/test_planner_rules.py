@@ -131,6 +131,39 @@ def test_a_variant_that_failed_the_tolerance_is_ruled_out_from_every_parent_of_i
         "another run's failures rule nothing out")
 
 
+def add_child(store: GraphStore, run: str, n: int, parent: int, technique: str, speedup: float | None) -> str:
+    """One more attempt of `run`, derived from its attempt `parent`: verified at `speedup`, or (None) out of
+    the tolerance."""
+    props = {"run_id": run, "n": n, "kind": "optimize", "code_hash": f"{run}:h{n}",
+             "status": "verified" if speedup else "numeric", "correct": bool(speedup)}
+    if speedup:
+        props["speedup"] = speedup
+    with store.transaction() as tx:
+        tx.write(queries.merge_nodes("Attempt"), {"rows": [{"id": f"{run}:a{n}", "props": props}], "now": NOW})
+        tx.write(queries.merge_edges("HAS_ATTEMPT", "Run", "Attempt"), {"rows": [{"start": run, "end": f"{run}:a{n}", "props": {}}]})
+        tx.write(queries.merge_edges("DERIVED_FROM", "Attempt", "Attempt"),
+                 {"rows": [{"start": f"{run}:a{n}", "end": f"{run}:a{parent}", "props": {}}]})
+        tx.write(queries.merge_edges("APPLIED", "Attempt", "Technique"),
+                 {"rows": [{"start": f"{run}:a{n}", "end": technique, "props": {}}]})
+    return f"{run}:a{n}"
+
+
+def test_a_technique_that_failed_the_tolerance_from_two_parents_and_passed_from_none_is_not_tried_again(
+        store: GraphStore):
+    run = "run-twice"
+    write_trajectory(store, run, Lineage(children=(
+        Child("online_softmax", status="numeric", correct=False), Child("fused_normalization", speedup=1.5))))
+    once = Planner(store).plan(TIE, parent=f"{run}:a2")
+    assert once.selected == "online_softmax", "one failure, from another parent, rules nothing out"
+    add_child(store, run, 3, 2, "online_softmax", None)  # the second failure, from the fused_normalization child
+    later = add_child(store, run, 4, 2, "kernel_fusion", 1.6)
+    assert reasons(Planner(store).plan(TIE, parent=later))["online_softmax"] == (
+        "tabu: failed the tolerance at attempts 1, 3 of this run and passed it at none")
+    add_child(store, run, 5, 0, "kernel_fusion", 1.2)
+    add_child(store, run, 6, 5, "online_softmax", 1.3)  # a pass anywhere in the run lifts it
+    assert Planner(store).plan(TIE, parent=later).selected == "online_softmax"
+
+
 def test_the_case_counts_each_rejected_technique_once(store: GraphStore):
     parent = write_trajectory(store, "run-count", Lineage(children=(
         Child("flash_attention", status="numeric", correct=False), Child("online_softmax", speedup=1.005))))
