@@ -334,7 +334,7 @@ CASES = [
     Case("naive_triton_matmul_one_program_per_output",
          "Triton fp32 matmul 4096^3, one program per output element re-reading rows from DRAM: 11x compulsory",
          obs(triton(1), KB_FP32, HOPPER, memory_bound(21.0, 88.0, 87.0), has_gemm=True, has_contraction=True,
-             gemm_m=4096, gemm_n=4096, gemm_k=4096, gemm_mn=16777216, dram_traffic_excess=11.0,
+             gemm_m=4096, gemm_n=4096, gemm_k=4096, gemm_mn=16777216, dram_traffic_excess=11.0, gemm_flop_share=1.0,
              data_reuse=2730.0, global_load_sectors_per_request=4.0, code_uses_autotune=True,
              epilogue_chain_after_contraction=0, max_pointwise_chain=0, code_launches_per_forward=1),
          "shared_memory_tiling", "excess_dram_traffic",
@@ -473,7 +473,7 @@ CASES = [
          obs(triton(1, code_uses_autotune=True, code_uses_tl_dot=True, code_uses_shared_memory=True, code_k_loops=1),
              TIGHT_FP32, HOPPER, compute_bound(90.0, 33.0, 15.0), has_gemm=True, has_contraction=True,
              gemm_m=4096, gemm_n=4096, gemm_k=4096, gemm_mn=16777216, tensor_pipe_utilization_pct=0.0,
-             data_reuse=2730.0, code_launches_per_forward=1, epilogue_chain_after_contraction=0),
+             data_reuse=2730.0, gemm_flop_share=1.0, code_launches_per_forward=1, epilogue_chain_after_contraction=0),
          "register_blocking", "compute_limited",
          "corpus:cutlass-efficient-gemm.md Thread-level GEMM: each thread computes an outer product from "
          "registers once tiles are staged in shared memory",
