@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,18 +204,42 @@ def below_reason(row: dict[str, Any]) -> str:
     else:
         parts = [f"best {row.get('techniques') or '-'}, {fmt(row.get('speedup_eager'), '.2f', 'x')} of eager"
                  f" (stopped: {row.get('stop_reason') or '-'})"]
-    failed: dict[str, int] = {}
+    failed: dict[str, list[str]] = {}
     for step in row.get("trajectory") or []:
         if step.get("status") not in ("verified", "unreviewed", "pending", None):
-            failed[step["status"]] = failed.get(step["status"], 0) + 1
+            failed.setdefault(step["status"], []).append(step.get("technique") or "")
     if failed:
-        parts.append("attempts failed: " + ", ".join(f"{n} {status}" for status, n in sorted(failed.items())))
+        parts.append("attempts failed: " + ", ".join(f"{len(techniques)} {status}{_by_technique(techniques)}"
+                                                      for status, techniques in sorted(failed.items())))
     unwritten = [f"{key} ({why})" for key, why in (row.get("not_written") or {}).items()]
     if unwritten:
         parts.append("planned, no code written: " + "; ".join(unwritten))
+    kernels = row.get("kernels") or {}
     parts += [f"{'kskill' if name == 'kskill' else name.replace('_', ' ', 1)}'s call: {kernel_text(k)}"
-              for name, k in (row.get("kernels") or {}).items()]
+              for name, k in kernels.items()]
+    ours, theirs = (_conversion_ms(kernels.get(name)) for name in ("kskill", "compile_default"))
+    if ours and theirs == 0:
+        parts.append(f"layout conversions take {ours:.3f} ms of kskill's call and none of torch.compile's slowest "
+                     "kernels")
     return "; ".join(parts)
+
+
+def _by_technique(techniques: list[str]) -> str:
+    """" (channels_last x2, fused_normalization)": which techniques the failed attempts applied."""
+    named = sorted({t for t in techniques if t})
+    counts = [f"{t} x{techniques.count(t)}" if techniques.count(t) > 1 else t for t in named]
+    return f" ({', '.join(counts)})" if counts else ""
+
+
+# Kernels that only change a tensor's memory layout: cuDNN's own around an NHWC kernel fed NCHW data, and kskill's.
+LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|convertTensor|_nchw_to_nhwc", re.I)
+
+
+def _conversion_ms(kernels: dict[str, Any] | None) -> float | None:
+    """The time a profiled call's slowest kernels spend converting layouts (None when it was not profiled)."""
+    if not kernels:
+        return None
+    return sum(k["ms"] for k in kernels.get("top", []) if LAYOUT_KERNEL.search(k["name"]))
 
 
 def kernel_text(kernels: dict[str, Any]) -> str:

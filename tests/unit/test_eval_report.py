@@ -131,7 +131,9 @@ def test_the_summary_says_no_run_overran_instead_of_a_negative_overrun():
 def test_the_report_names_a_reason_for_each_problem_below_torch_compile(tmp_path):
     slow = SuiteProblem("level3/9_slow", 3, Path("/x/level3/9_slow.py"))
     summary = {**optimize_summary(False, 1.0), "not_written": {"flash_attention": "no attention layer it can read"}}
-    kernels = {"kskill": {"launches": 4, "gpu_ms": 2.0, "top": [{"name": "relu_kernel", "calls": 4, "ms": 2.0}]},
+    kernels = {"kskill": {"launches": 5, "gpu_ms": 2.3, "top": [
+                   {"name": "relu_kernel", "calls": 4, "ms": 2.0},
+                   {"name": "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float>", "calls": 2, "ms": 0.3}]},
                "compile_default": {"launches": 1, "gpu_ms": 0.5, "top": [{"name": "triton_poi_fused_relu_0",
                                                                           "calls": 1, "ms": 0.5}]}}
     row = compose_row(slow, SETTINGS, summary, "", {**worker_result(2.0, None, 1.0), "kernels": kernels},
@@ -147,9 +149,11 @@ def test_the_report_names_a_reason_for_each_problem_below_torch_compile(tmp_path
     assert len(report) == 2  # level1/1_a is 2x torch.compile; b's and c's results are not both correct
     assert report[1].strip().splitlines() == [
         "- `level3/9_slow`: 0.50x of torch.compile (default); returned the reference (stopped: iteration budget "
-        "spent); attempts failed: 1 numeric; planned, no code written: flash_attention (no attention layer it "
-        "can read); kskill's call: 4 kernels, 2.000 ms on the GPU (relu_kernel 2.000 ms x4); compile default's "
-        "call: 1 kernel, 0.500 ms on the GPU (triton_poi_fused_relu_0 0.500 ms)"]
+        "spent); attempts failed: 1 numeric (kernel_fusion); planned, no code written: flash_attention (no "
+        "attention layer it can read); kskill's call: 5 kernels, 2.300 ms on the GPU (relu_kernel 2.000 ms x4, "
+        "void cudnn::engines_precompiled::nchwToNhwcKernel<float, flo 0.300 ms x2); compile default's "
+        "call: 1 kernel, 0.500 ms on the GPU (triton_poi_fused_relu_0 0.500 ms); layout conversions take 0.300 ms "
+        "of kskill's call and none of torch.compile's slowest kernels"]
 
 
 def test_a_folder_of_evaluation_folders_compares_as_one_evaluation(tmp_path):
