@@ -200,7 +200,10 @@ OTHER_SENSES: dict[str, re.Pattern[str]] = {node_id: re.compile(pattern, re.I) f
     "software_pipelining": r"pipeline[- ]parallel|pipeline bubbles?|\bpipeline (?:and scheduler )?class|specific pipeline|"
                            r"pipeline polic|"
                            # a hardware unit's pipeline ("ALU pipeline stalls", "the FMA pipe"), not one of loads
-                           r"\b(?:alu|fma|fp(?:16|32|64)|int(?:8|32)?|mio|lsu|math|arithmetic|execution|instruction)s? pipe(?:line)?s?\b",
+                           r"\b(?:alu|fma|fp(?:16|32|64)|int(?:8|32)?|mio|lsu|math|arithmetic|execution|instruction)s? pipe(?:line)?s?\b|"
+                           # learned-16: unified memory's pages prefetched to the device ("tries to prefetch
+                           # allocations that are used in kernels"), not loads staged ahead of compute
+                           r"prefetch\w* (?:\w+ )?allocations?|page (?:fault|migrat)\w*|unified (?:shared )?memory|managed memory",
     "memory_bandwidth": r"\bhost\b|\bpcie\b|\bsdma\b|memory (?:capacity|footprint)|memory consumption",
     "launch_overhead": r"first (?:launch|call|run)\b",
     "barrier_stall": r"collective|all-?reduce|tensor parallel|across (?:gpus|nodes|ranks)",
@@ -208,8 +211,13 @@ OTHER_SENSES: dict[str, re.Pattern[str]] = {node_id: re.compile(pattern, re.I) f
     "skinny_gemm": r"\bsparse\b|\bspmv\b|\bcpus?\b",
     "measure_interleaved": r"weights?\b|layouts?\b|\[",
     "fast_math_intrinsics": r"\bthese intrinsics\b|nontemporal|__builtin",
-    "memory_latency": r"latency[- ]hiding schedul",
-    "bank_conflict_padding": r"thread ?blocks?\b|\bl2\b|rasteri[sz]",
+    # learned-16: latency-bound scenarios, workloads or serving are small batches waiting on launches and the host
+    "memory_latency": r"latency[- ]hiding schedul|latency[- ]bound (?:scenarios?|applications?|use[- ]cases?|workloads?|"
+                      r"inference|serving)",
+    # learned-16: zero padding fits a shape to a tile ("pad with zeros to match the required padding"), not banks
+    "bank_conflict_padding": r"thread ?blocks?\b|\bl2\b|rasteri[sz]|\bwith zeros\b|zero[- ]padd",
+    # learned-16: a cache of compiled kernels kept on disk ("an on-disk persistent kernel cache")
+    "persistent_kernel": r"kernel cache|persistent cache|on-disk|compil\w+ cache",
 }.items()}
 
 # node id -> (an alias word with a common everyday sense, the words that must share its sentence for the node's sense).

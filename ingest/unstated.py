@@ -16,6 +16,7 @@ say. Each was a class of error a person found when judging extracted items on th
 - a precondition read from a build instruction ("clone the repo and build it"), from an obligation
   ("kernels need to be built"), or from the technique's own name ("flash-attention" names attention);
 - a detection threshold read from a result ("achieving over 99% fetch efficiency");
+- what is planned, not done ("for future work, split-K is a potential speed-up we'll investigate");
 - a name in another of its senses (lexicon.OTHER_SENSES: "pipeline parallelism" is no software pipelining);
 - a bottleneck named as the contrast ("memory bound (and not compute bound)", "launch-bound rather than bandwidth-bound");
 - evidence for a protocol step read from a sentence and section that speak of no measurement, timing or
@@ -57,6 +58,10 @@ POINTS_ELSEWHERE = re.compile(
     r"(?:^|[,;:–—]\s*)(?:please\s+)?(?:see|consult|cf\.?)\s+(?!(?:how|that|what|why|whether|if|a|an|it|this|these|them)\b)|"
     r"\b(?:learn|read|find out) more\b|\bmore (?:details|information) (?:can be found|is available|are available)\b)",
     re.I)
+# learned-16: what is planned, not what holds ("For future work, SplitK ... is a potential speed up we'll investigate")
+PLANNED = re.compile(r"\bfuture work\b|\bleft (?:as|for) (?:a )?future\b|\bin a future (?:release|version|post)\b|"
+                     r"\bwe(?:[’']ll| will| plan to| intend to| hope to)\s+(?:\w+\s+)?(?:investigate|explore|look into|"
+                     r"study|consider|experiment)\b|\bnot yet (?:implemented|supported|available)\b", re.I)
 # Slide bullets flattened into one line: an agenda or an outline, not a statement.
 BULLETS = re.compile(r"[❖•▪◦►■➢]|(?<=\s)o(?=\s)")
 # A line ending in a colon that only points at what follows ("This is exactly what the shared memory approach
@@ -190,6 +195,8 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
             return reason
     if POINTS_ELSEWHERE.search(ASIDE.sub(" ", text)):
         return "points elsewhere"
+    if PLANNED.search(text):
+        return "planned or future work, not stated as done"
     if is_code(text):
         return "code"
     if CONFIG_FIELD.search(text):

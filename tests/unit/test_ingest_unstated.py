@@ -271,3 +271,29 @@ def test_learned15_a_remedy_whose_two_sides_are_items_of_one_series_is_unstated(
         "both named in passing, in one series"
     assert reason(lexicon, remedy("shared_memory_bank_conflicts", "bank_conflict_padding"),
                   "To avoid shared memory bank conflicts, pad the shared tile by one column.") == ""
+
+
+def test_learned16_what_is_planned_is_unstated_and_what_is_done_is_not(lexicon):
+    """learned-16: future work and what a team will investigate state nothing yet; the same technique described as
+    done still may."""
+    planned = "planned or future work, not stated as done"
+    assert reason(lexicon, evidence("split_k"), "For future work, SplitK work decomposition for the matrix "
+                  "multiplication is a potential speed up we'll investigate.") == planned
+    assert reason(lexicon, evidence("split_k"), "We plan to explore split-K for skinny GEMMs.") == planned
+    assert reason(lexicon, evidence("split_k"), "We applied a SplitK work decomposition for skinny matrices, which "
+                  "gave a 1.9x speedup.") == ""
+
+
+@pytest.mark.parametrize("node, kind, text", [
+    ("persistent_kernel", "Technique",
+     "For future application runs, this initial overhead is reduced as it leverages an on-disk persistent kernel cache."),
+    ("software_pipelining", "Technique", "AdaptiveCpp by default tries to prefetch allocations that are used in kernels."),
+    ("memory_latency", "Bottleneck",
+     "In latency-bound scenarios however, enqueuing these additional operations may result in undesired overheads."),
+    ("bank_conflict_padding", "Technique",
+     "Although it is possible to pad shared memory with zeros to match the required padding, this is not correct yet."),
+])
+def test_learned16_more_senses_of_a_node_name_are_not_evidence(lexicon, node, kind, text):
+    """learned-16: a persistent kernel cache, unified memory's prefetching, latency-bound serving and zero padding
+    are other senses of the nodes' names."""
+    assert reason(lexicon, evidence(node, kind), text) == "another sense of the node's name"
