@@ -15,6 +15,7 @@ import hashlib
 import html
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -351,7 +352,14 @@ def clean_text(raw: str) -> tuple[str, list[Section]]:
     return raw, []
 
 
+# A GitHub emoji shortcode in a heading (":robot: MegaBlocks"): GitHub draws it, it is no part of the title.
+_EMOJI_SHORTCODE = re.compile(r"(?<![\w:]):[a-z0-9_+-]+:(?![\w:])")
+
+
 def _plain_title(title: str) -> str:
+    """A heading as plain text: markup, links, emoji shortcodes and pictographs ("😌 calm") taken out."""
+    title = _EMOJI_SHORTCODE.sub(" ", title)
+    title = "".join(" " if unicodedata.category(c) == "So" or c == "\ufe0f" else c for c in title)
     return " ".join(re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", title).split())[:120]
 
 

@@ -37,6 +37,15 @@ def test_markdown_setext_headings_are_headings_not_prose(tmp_path):
     assert doc.section_chain(raw.index("Tune")) == ["Overview", "Auto-Tuning Techniques"]
 
 
+def test_a_heading_s_emoji_are_no_part_of_the_title_and_its_colons_stay(tmp_path):
+    """A README's first heading with a pictograph or a GitHub shortcode (":robot:") titles the document without them;
+    a colon in a title ("Tutorial 3: launch box") stays."""
+    for heading, title in (("😌 calm", "calm"), (":robot: MegaBlocks", "MegaBlocks"),
+                           ("Tutorial 3: launch box 🚀", "Tutorial 3: launch box")):
+        doc = load_document(write(tmp_path, "README.md", f"# {heading}\n\nFast kernels for decoding.\n"))
+        assert doc.title == title
+
+
 def test_rst_headings_roles_and_code_blocks(tmp_path):
     raw = ("Guide\n=====\n\nCoalescing\n----------\n\nUse :ref:`coalesced access <coal>` here.\n\n"
            "  .. code-block:: python\n\n     secret_code()\n\nAfter the code.\n")
