@@ -225,7 +225,7 @@ def below_reason(row: dict[str, Any]) -> str:
 
 
 def _by_technique(techniques: list[str]) -> str:
-    """" (channels_last x2, fused_normalization)": which techniques the failed attempts applied."""
+    """Which techniques the failed attempts applied, as ' (channels_last x2, fused_normalization)'."""
     named = sorted({t for t in techniques if t})
     counts = [f"{t} x{techniques.count(t)}" if techniques.count(t) > 1 else t for t in named]
     return f" ({', '.join(counts)})" if counts else ""

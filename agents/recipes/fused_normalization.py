@@ -102,8 +102,8 @@ SPLIT_PER_SM = 16  # programs a multiprocessor is given when rows are split
 # 239 registers a thread), 4.21 with one row a program and 3.97-4.61 with other groups; group norms of
 # 27 and 16 chunks a row, fused with conv and pooling work, 2.27 against 2.33 and 1.15 against 1.26 ms.
 GROUPED = Grouped(2, 8192, 4)
-# A group norm walking a channels-last product (row_walk) one row a program: on the H200 level2/19 ran in 8.19 ms
-# so against 12.04 at two rows and 9.44 at four, level2/83 in 1.83 against 2.31 and 2.04
+# A group norm walking a channels-last product (row_walk) takes one row a program: on the H200 level2/19 ran in
+# 8.19 ms so, against 12.04 at two rows and 9.44 at four; level2/83 in 1.83 against 2.31 and 2.04
 # (eval/runs/push-h200-s44/NOTES.md, call 1).
 GROUPED_NHWC = Grouped(1, 8192, 4)
 
