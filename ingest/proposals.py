@@ -332,7 +332,9 @@ def _plausible(name: str, camel: bool = False) -> bool:
     if not (1 <= len(words) <= 6 and 3 <= len(name) <= 60) or GENERIC.match(name):
         return False
     identifier = r"\b[a-z]\w*[a-z][A-Z]" if camel else r"[a-z][A-Z]"
-    if re.search(rf"[_(){{}}\[\]=<>`?*]|\d{{3,}}|{identifier}", name) or not any(len(w) > 3 for w in words):
+    # learned-17: a number format's short name ("gf4", "fp8", "nf4") is a name, not a fragment
+    if re.search(rf"[_(){{}}\[\]=<>`?*]|\d{{3,}}|{identifier}", name) or not any(
+            len(w) > 3 or re.fullmatch(r"[a-z]{2}\d", w, re.I) for w in words):
         return False
     first = words[0].lower()
     return not (VERB_FIRST.match(first) and len(words) > 1)

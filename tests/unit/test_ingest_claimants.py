@@ -215,3 +215,17 @@ def test_a_sentence_naming_the_technique_gives_it_every_factor(rules, tmp_path):
 def test_a_sentence_naming_no_technique_gives_its_headings_technique_the_first_factor_only(rules, tmp_path):
     text = "# Kernel fusion\n\nWe obtain 1.3x and 1.9x speedups on the whole serving system.\n"
     assert _gains(rules, tmp_path, text) == [("kernel_fusion", 1.3)]
+
+
+@pytest.mark.parametrize("text, name", [
+    ("Using gf4 currently carries a ~5% perplexity penalty but increases inference speed by ~75%.", "gf4"),
+    ("Using inline assembly improves throughput by 2x.", "inline assembly"),  # a noun in -ly stays
+    ("Using fully fused MLPs improves training speed by 2x.", "fully fused MLPs"),  # an adverb opening the name stays
+])
+def test_learned17_a_lower_case_adverb_ends_a_name(text, name):
+    """learned-17: a name read from a sentence ends before a lower-case adverb past its first word."""
+    assert means_names(text) == [name]
+
+
+def test_learned17_a_subject_may_be_followed_by_any_adverb_before_its_verb():
+    assert subject_name("Tiling effectively reduces DRAM traffic by 4x.") == "Tiling"

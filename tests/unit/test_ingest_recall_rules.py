@@ -188,3 +188,11 @@ def test_learned15_nodes_said_in_other_words(lexicon, text, node):
     ("Manual tuning of the flags took a week.", "autotune_launch")])
 def test_learned15_the_same_words_without_their_sense_name_nothing(lexicon, text, node):
     assert node not in _ids(lexicon, text)
+
+
+
+def test_learned17_a_number_format_s_short_name_is_proposed(proposals, tmp_path):
+    """learned-17: "gf4" (three letters) names a format; the words of the sentence after it do not."""
+    found = _proposed(proposals, tmp_path, "# Formats\n\nUsing gf4 currently carries a ~5% perplexity penalty but "
+                      "increases inference speed by ~75% and halves the model size.\n")
+    assert "gf4" in found and not any("currently" in name for name in found)
