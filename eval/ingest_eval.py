@@ -1,6 +1,6 @@
 """Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
-    python -m kskill.eval.ingest_eval [--half heldout19|heldout20|heldout18|heldout17|heldout16|heldout15|heldout14|heldout13|heldout12|heldout11|heldout10|heldout9|heldout8|heldout7|heldout6c|heldout6b|heldout6|heldout5c|heldout5b|heldout5|heldout4b|heldout4|heldout3|heldout2|tune|all]
+    python -m kskill.eval.ingest_eval [--half heldout19|heldout20|heldout21|heldout18|heldout17|heldout16|heldout15|heldout14|heldout13|heldout12|heldout11|heldout10|heldout9|heldout8|heldout7|heldout6c|heldout6b|heldout6|heldout5c|heldout5b|heldout5|heldout4b|heldout4|heldout3|heldout2|tune|all]
                                       [--extra-corpus DIR]
                                       [--sample 40] [--pdf-copies 4] [--extractor learned|precision|sense|rules]
                                       [--reverse] [--json OUT]
@@ -55,7 +55,7 @@ DEV_LABELS = HERE / "ingest" / "labels.yaml"
 TUNE_HALVES = ("tune", "heldout2", "heldout3", "heldout4", "heldout4b", "heldout5", "heldout5b", "heldout5c",
                "heldout6", "heldout6b", "heldout6c", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11",
                "heldout12", "heldout13", "heldout14", "heldout15", "heldout16", "heldout17", "heldout18")
-HALVES = ("heldout19", "heldout20", *TUNE_HALVES)  # heldout20: a reserve batch, never run yet
+HALVES = ("heldout19", "heldout20", "heldout21", *TUNE_HALVES)  # heldout20, heldout21: reserve batches, never run yet
 EDGE_RELATIONS = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN")
 
 
