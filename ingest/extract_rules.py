@@ -70,7 +70,8 @@ learned-16 (eval/ingest/runs/candidates-session45.md) reads what is planned as u
 is a potential speed up we'll investigate") and four more other senses (lexicon.OTHER_SENSES): latency-bound serving,
 zero padding, a persistent kernel cache, unified memory's prefetching.
 learned-17 (the same report) ends a proposal's name at a lower-case adverb ("Using gf4 currently carries ..." names
-gf4, claimants.ADVERB) and takes a number format's three-letter name ("gf4", "fp8") as a name (proposals._plausible).
+gf4, claimants.ADVERB), takes a number format's three-letter name ("gf4", "fp8") as a name (proposals._plausible), and
+reads a contributor's instruction ("To add a new fused kernel, ... add two Python files") as no evidence (unstated.py).
 """
 
 from __future__ import annotations

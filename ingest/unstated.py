@@ -16,7 +16,8 @@ say. Each was a class of error a person found when judging extracted items on th
 - a precondition read from a build instruction ("clone the repo and build it"), from an obligation
   ("kernels need to be built"), or from the technique's own name ("flash-attention" names attention);
 - a detection threshold read from a result ("achieving over 99% fetch efficiency");
-- what is planned, not done ("for future work, split-K is a potential speed-up we'll investigate");
+- what is planned, not done ("for future work, split-K is a potential speed-up we'll investigate"), and how to extend
+  a tool ("to add a new fused kernel, add two Python files");
 - a name in another of its senses (lexicon.OTHER_SENSES: "pipeline parallelism" is no software pipelining);
 - a bottleneck named as the contrast ("memory bound (and not compute bound)", "launch-bound rather than bandwidth-bound");
 - evidence for a protocol step read from a sentence and section that speak of no measurement, timing or
@@ -157,6 +158,9 @@ MEASURING_VERB = re.compile(r"^[^A-Za-z]*(?:flush|clear|warm|lock|run|time|measu
 # what the example holds, nothing about the technique or bottleneck it names.
 # Only the forms that say what the example is: "An example that uses an optimized mainloop ... that explicitly pipelines
 # shared memory using asynchronous reads" goes on to say how it works (tune material).
+# learned-17: how to extend a tool ("To add a new operator or a new fused kernel into AITemplate, ... add two Python
+# files"): a contributor's instruction, nothing about the technique it names
+EXTENDING = re.compile(r"^\W*to (?:add|register|implement|contribute|write) (?:a |an |your )?(?:new|custom|own)\b", re.I)
 DESCRIBES_SAMPLE = re.compile(r"^\W*(?:this is an? (?:example|sample|demo)\b|demonstrat\w+ the use of\b)", re.I)
 # learned-12: a technique or bottleneck named as what is not used, not needed or not available ("(not TMA multicast)",
 # "negating the need for ... warp-level reductions", "persistent kernel scheduling via CLC is not available on SM120",
@@ -320,6 +324,8 @@ def _evidence_unstated(node: EntityRef, text: str, mention: Mention | None) -> s
         return "a lead line: what follows it states, not the line"
     if node.kind in ("Technique", "Bottleneck") and DESCRIBES_SAMPLE.search(text):
         return "what an example or a sample is"
+    if node.kind == "Technique" and EXTENDING.search(text):
+        return "how to extend a tool, not what the technique does"
     if mention is None:
         return ""  # linked by its heading or by meaning: the rules' bars decide
     if INTRODUCES_CODE.search(text):

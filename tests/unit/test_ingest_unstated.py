@@ -297,3 +297,13 @@ def test_learned16_more_senses_of_a_node_name_are_not_evidence(lexicon, node, ki
     """learned-16: a persistent kernel cache, unified memory's prefetching, latency-bound serving and zero padding
     are other senses of the nodes' names."""
     assert reason(lexicon, evidence(node, kind), text) == "another sense of the node's name"
+
+
+
+def test_learned17_how_to_extend_a_tool_is_no_evidence(lexicon):
+    """learned-17: how to add a fused kernel to a tool says nothing of fusion; fusion described still stands."""
+    assert reason(lexicon, evidence("kernel_fusion"),
+                  "To add a new operator or a new fused kernel into the library, most of the time one only needs to "
+                  "add two Python files.") == "how to extend a tool, not what the technique does"
+    assert reason(lexicon, evidence("kernel_fusion"),
+                  "Kernel fusion keeps the intermediate in registers, so it is never written to DRAM.") == ""
