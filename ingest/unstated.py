@@ -158,10 +158,10 @@ MEASURING_VERB = re.compile(r"^[^A-Za-z]*(?:flush|clear|warm|lock|run|time|measu
 # what the example holds, nothing about the technique or bottleneck it names.
 # Only the forms that say what the example is: "An example that uses an optimized mainloop ... that explicitly pipelines
 # shared memory using asynchronous reads" goes on to say how it works (tune material).
+DESCRIBES_SAMPLE = re.compile(r"^\W*(?:this is an? (?:example|sample|demo)\b|demonstrat\w+ the use of\b)", re.I)
 # learned-17: how to extend a tool ("To add a new operator or a new fused kernel into AITemplate, ... add two Python
 # files"): a contributor's instruction, nothing about the technique it names
 EXTENDING = re.compile(r"^\W*to (?:add|register|implement|contribute|write) (?:a |an |your )?(?:new|custom|own)\b", re.I)
-DESCRIBES_SAMPLE = re.compile(r"^\W*(?:this is an? (?:example|sample|demo)\b|demonstrat\w+ the use of\b)", re.I)
 # learned-12: a technique or bottleneck named as what is not used, not needed or not available ("(not TMA multicast)",
 # "negating the need for ... warp-level reductions", "persistent kernel scheduling via CLC is not available on SM120",
 # "if not autotuning, ... may be used"): the sentence says something of its absence, nothing of the node.
