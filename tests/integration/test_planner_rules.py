@@ -140,7 +140,8 @@ def add_child(store: GraphStore, run: str, n: int, parent: int, technique: str, 
         props["speedup"] = speedup
     with store.transaction() as tx:
         tx.write(queries.merge_nodes("Attempt"), {"rows": [{"id": f"{run}:a{n}", "props": props}], "now": NOW})
-        tx.write(queries.merge_edges("HAS_ATTEMPT", "Run", "Attempt"), {"rows": [{"start": run, "end": f"{run}:a{n}", "props": {}}]})
+        tx.write(queries.merge_edges("HAS_ATTEMPT", "Run", "Attempt"),
+                 {"rows": [{"start": run, "end": f"{run}:a{n}", "props": {}}]})
         tx.write(queries.merge_edges("DERIVED_FROM", "Attempt", "Attempt"),
                  {"rows": [{"start": f"{run}:a{n}", "end": f"{run}:a{parent}", "props": {}}]})
         tx.write(queries.merge_edges("APPLIED", "Attempt", "Technique"),
