@@ -357,10 +357,11 @@ _EMOJI_SHORTCODE = re.compile(r"(?<![\w:]):[a-z0-9_+-]+:(?![\w:])")
 
 
 def _plain_title(title: str) -> str:
-    """A heading as plain text: markup, links, emoji shortcodes and pictographs ("😌 calm") taken out."""
+    """A heading as plain text: markup, links, emoji shortcodes and pictographs ("😌 calm") taken out; an underscore
+    inside a word stays ("gemm_sol_final")."""
     title = _EMOJI_SHORTCODE.sub(" ", title)
     title = "".join(" " if unicodedata.category(c) == "So" or c == "\ufe0f" else c for c in title)
-    return " ".join(re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", title).split())[:120]
+    return " ".join(re.sub(r"[`*]|(?<!\w)_+|_+(?!\w)|\[([^\]]*)\]\([^)]*\)", r"\1", title).split())[:120]
 
 
 CLEANERS = {"markdown": clean_markdown, "rst": clean_rst, "html": clean_html, "text": clean_text}

@@ -37,11 +37,12 @@ def test_markdown_setext_headings_are_headings_not_prose(tmp_path):
     assert doc.section_chain(raw.index("Tune")) == ["Overview", "Auto-Tuning Techniques"]
 
 
-def test_a_heading_s_emoji_are_no_part_of_the_title_and_its_colons_stay(tmp_path):
+def test_a_heading_s_emoji_and_emphasis_are_no_part_of_the_title_and_its_colons_and_identifiers_stay(tmp_path):
     """A README's first heading with a pictograph or a GitHub shortcode (":robot:") titles the document without them;
-    a colon in a title ("Tutorial 3: launch box") stays."""
+    a colon in a title ("Tutorial 3: launch box") and an underscore inside a word ("gemm_sol_final") stay."""
     for heading, title in (("😌 calm", "calm"), (":robot: MegaBlocks", "MegaBlocks"),
-                           ("Tutorial 3: launch box 🚀", "Tutorial 3: launch box")):
+                           ("Tutorial 3: launch box 🚀", "Tutorial 3: launch box"), ("gemm_sol_final", "gemm_sol_final"),
+                           ("_Fast_ **GEMM** kernels", "Fast GEMM kernels")):
         doc = load_document(write(tmp_path, "README.md", f"# {heading}\n\nFast kernels for decoding.\n"))
         assert doc.title == title
 
