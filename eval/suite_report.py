@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,9 +227,9 @@ def below_reason(row: dict[str, Any]) -> str:
 
 def _by_technique(techniques: list[str]) -> str:
     """Which techniques the failed attempts applied, as ' (channels_last x2, fused_normalization)'."""
-    named = sorted({t for t in techniques if t})
-    counts = [f"{t} x{techniques.count(t)}" if techniques.count(t) > 1 else t for t in named]
-    return f" ({', '.join(counts)})" if counts else ""
+    counts = Counter(t for t in techniques if t)
+    named = [f"{t} x{n}" if n > 1 else t for t, n in sorted(counts.items())]
+    return f" ({', '.join(named)})" if named else ""
 
 
 # Kernels that only change a tensor's memory layout: cuDNN's own around an NHWC kernel fed NCHW data, and kskill's.

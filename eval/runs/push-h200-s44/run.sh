@@ -1,30 +1,5 @@
 #!/bin/bash
-# #15, session 44, on the GPU machine from the checkout's root (.whl, .kb carried). Development steps first:
-#   DEV="A.py B.py": other scripts of this folder (DEV_ARG: their argument); TESTS=EXPR: recipe-suite
-#   GPU tests matching EXPR; SANI=SCRIPT: compute-sanitizer memcheck over a script of this folder;
-#   then `kskill eval` over the rows in ONLY (none by default) into $S/$EVAL (EVAL=eval by default), resumable
-#   from a state archive. Keep LIMIT well inside the session's GPU budget: a call cut short returns only what is
-#   under $OUT.
+# #15, session 44: eval/runs/push_run.sh with this folder's development scripts (its usage line says the flags);
+# the rows come back under $OUT/$EVAL-rows, EVAL=eval by default.
 # usage: [DEV="x.py y.py"] [TESTS=EXPR] [ONLY="level1/40_* ..."] [EVAL=NAME] [LIMIT=570] bash eval/runs/push-h200-s44/run.sh STOP_AFTER_S [STATE.tgz]
-R=$PWD; S=/tmp/push; E=${EVAL:-eval}; D=$R/eval/runs/push-h200-s44; mkdir -p $OUT/logs $S
-source $R/eval/runs/setup_gpu.sh
-STOP=${1:-450}
-[ -n "$2" ] && [ ! -d $S/$E ] && tar xzf "$2" -C $S
-step() {  # step NAME SECONDS COMMAND...: output to $OUT/logs/NAME.txt, shown
-  local name=$1 limit=$2; shift 2
-  timeout $limit "$@" > $OUT/logs/$name.txt 2>&1
-  echo "$name rc=$? at ${SECONDS}s"; tail -${TAIL:-60} $OUT/logs/$name.txt
-}
-for dev in $DEV; do step ${dev%.py}${DEV_ARG:+_$DEV_ARG} ${DEV_S:-300} python3 -P $D/$dev $DEV_ARG; done
-[ -n "$SANI" ] && step sanitizer ${SANI_S:-150} compute-sanitizer --tool memcheck --print-limit 20 python3 -P $D/$SANI
-[ -n "$TESTS" ] && (cd /tmp && step tests ${TESTS_S:-240} python3 -P -m pytest -q -p no:cacheprovider -m gpu "$R/tests/gpu/test_recipes_gpu.py" -k "$TESTS")
-if [ -n "$ONLY" ] && [ $SECONDS -lt $STOP ]; then
-  ARGS=(); for f in $ONLY; do ARGS+=(--filter "$f"); done
-  mkdir -p $OUT/$E-rows; (while sleep 10; do cp -u $S/$E/rows/*.json $OUT/$E-rows/ 2>/dev/null; done) & COPIER=$!
-  timeout -k 10 $((${LIMIT:-570} - SECONDS)) kskill eval run $R/.kb "${ARGS[@]}" --time-limit 60 --workers 1 --out $S/$E \
-    --resume --stop-after $((STOP - SECONDS)) >> $OUT/logs/push.txt 2>&1
-  echo "eval rc=$? at ${SECONDS}s: $(ls $S/$E/rows 2>/dev/null | wc -l) rows"
-  kill $COPIER; cp -u $S/$E/rows/*.json $OUT/$E-rows/ 2>/dev/null
-  tail -30 $OUT/logs/push.txt
-  tar czf $OUT/push.tgz --exclude='*.pt' --exclude=kh -C $S .
-fi
+DIR=eval/runs/push-h200-s44 EVAL=${EVAL:-eval} exec bash eval/runs/push_run.sh "$@"
