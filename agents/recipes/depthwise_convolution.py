@@ -120,13 +120,80 @@ def _vector_taps(x_ptr: str, w_ptr: str, groups: list[int], kw: int, sw: int, pw
     return lines + ["acc = " + put_together([f"acc{m}" for m in range(VECTOR)], "[BLOCK_H, BLOCK_W]")]
 
 
+def _rolled_taps(x_ptr: str, w_ptr: str, g: dict[str, Any], groups: list[int], vector: bool,
+                 io: FusedIO, b_ptr: str | None) -> list[str]:
+    """The rolled form (stride and dilation 1 along H): a program walks ROLL output rows of its strip, one input
+    row a step, each row loaded once (as the direct form's taps, one offset at a time or in aligned groups of 4) and
+    added, times the weights of its KH row offsets, into the KH output rows it belongs to (slot j: output row
+    oh0 + t - (KH - 1) + j); slot 0 is then finished and stored, and the slots move down. An output row costs
+    KW loads (CIN_G * KW) where the direct form makes KH * KW, and a strip reads its KH - 1 halo rows once."""
+    (kh, kw), (_, sw), (_, pw), (_, dw) = g["kernel"], g["stride"], g["padding"], g["dilation"]
+    parts = range(VECTOR) if vector else [None]
+    lead = f"BLOCK_W // {VECTOR}" if vector else "BLOCK_W"
+
+    def slot(j: int, m: int | None) -> str:
+        return f"s{j}" if m is None else f"s{j}_{m}"
+
+    if vector:
+        lines = [f"q = (tile % tiles_w) * (BLOCK_W // {VECTOR}) + tl.arange(0, BLOCK_W // {VECTOR})",
+                 f"cg = tl.arange(0, {VECTOR})", f"ow = tl.reshape((q * {VECTOR})[:, None] + cg[None, :], [BLOCK_W])"]
+        lines += group_columns(groups, sw) + [f"gv{i} = (ig{i} >= 0) & (ig{i} < W)" for i in range(len(groups))]
+        lanes = "(ig0 * 0)"
+    else:
+        lines = ["ow = (tile % tiles_w) * BLOCK_W + tl.arange(0, BLOCK_W)"]
+        lines += [f"iw{k} = ow * {sw} - PW + {k * dw}" for k in range(kw)]
+        lines += [f"wv{k} = (iw{k} >= 0) & (iw{k} < W)" for k in range(kw)]
+        lanes = "(ow * 0)"
+    lines += ["oh0 = (tile // tiles_w) * ROLL", f"lanes = {lanes}",
+              f"x_group = {x_ptr} + n * sxn + (oc // COUT_G) * CIN_G * sxc"]
+    lines += [f"w{ci}_{r}_{k} = tl.load({w_ptr} + ((oc * CIN_G + {ci}) * KH + {r}) * KW + {k}).to(tl.float32)"
+              for ci in range(g["cin_g"]) for r in range(kh) for k in range(kw)]
+    lines += [f"{slot(j, m)} = tl.zeros(({lead},), dtype=tl.float32)" for j in range(kh) for m in parts]
+    step = ["ih = oh0 - PH + t", "hv = (lanes + ih >= 0) & (lanes + ih < H)"]
+    for ci in range(g["cin_g"]):
+        row = f"x_group + {ci} * sxc + ih * sxh"
+        if vector:
+            for i in range(len(groups)):
+                step.append(f"v{i} = tl.load({row} + ig{i} * sxw, mask=hv & gv{i}, other=0.0).to(tl.float32)")
+                step += take_apart(f"v{i}", i, lead)
+        for m in parts:
+            for k in range(kw):
+                if vector:
+                    value = column(groups, m, sw, pw, k, dw)
+                else:
+                    step.append(f"c = tl.load({row} + iw{k} * sxw, mask=hv & wv{k}, other=0.0).to(tl.float32)")
+                    value = "c"
+                step += [f"{slot(j, m)} += {value} * w{ci}_{kh - 1 - j}_{k}" for j in range(kh)]
+    done = put_together([slot(0, m) for m in parts], "[BLOCK_W]") if vector else slot(0, None)
+    step += [f"oh = oh0 + t - {kh - 1}", f"acc = {done}"]
+    if b_ptr is not None:
+        step.append(f"acc += tl.load({b_ptr} + oc).to(tl.float32)")
+    step += ["offs = plane * (OH * OW) + oh * OW + ow",
+             f"mask = (ow * 0 + t >= {kh - 1}) & (ow * 0 + oh < OH) & (ow < OW)"]
+    step += io.store_result("acc", "offs", "mask")
+    for m in parts:
+        step += [f"{slot(j, m)} = {slot(j + 1, m)}" for j in range(kh - 1)]
+        step.append(f"{slot(kh - 1, m)} = tl.zeros(({lead},), dtype=tl.float32)")
+    return lines + [f"for t in range(ROLL + {kh - 1}):"] + ["    " + ln for ln in step]
+
+
+def rolls(g: dict[str, Any], params: dict[str, Any]) -> bool:
+    """Whether the rolled form applies: asked for (`ROLL`), at stride and dilation 1 along H."""
+    return bool(params.get("ROLL")) and g["stride"][0] == 1 and g["dilation"][0] == 1
+
+
 def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
     g = region.extra["geometry"]
     anchor = region.anchor
     # a plane's tiles consecutive on one grid axis: on the H200, L1/84 (2 x 256, the vector form) 3.57 -> 2.73 ms,
     # its column form (8 x 64) 4.58 -> 3.71, L1/85 the same (eval/runs/push-h200-s42/NOTES.md)
     p = {**default_params(g["oh"], g["ow"]), "tile_major": True,
-         **{k: v for k, v in params.items() if k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major")}}
+         **{k: v for k, v in params.items() if k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major", "ROLL")}}
+    rolled = rolls(g, p)
+    if rolled:  # a strip of ROLL rows a program, its tiles consecutive
+        p.update(BLOCK_H=p["ROLL"], tile_major=True)
+    else:
+        p.pop("ROLL", None)
     io = FusedIO(region, graph)
     x_ptr = io.add(g["x"])
     w_ptr = io.add(Attr(f"{anchor.module}.weight"))
@@ -142,21 +209,26 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
         place = [f"plane = {program_id(0, io.wide)}", f"tile = {program_id(1, io.wide)}"]
     body = place + ["n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
                     "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)"]
-    body += _vector_taps(x_ptr, w_ptr, groups, kw, sw, pw, dw) if p["vector"] else _tap_loop(x_ptr, w_ptr)
-    if b_ptr is not None:
-        body.append(f"acc += tl.load({b_ptr} + oc).to(tl.float32)")
-    body += ["offs = plane * (OH * OW) + oh[:, None] * OW + ow[None, :]",
-             "mask = (oh[:, None] < OH) & (ow[None, :] < OW)"]
-    body += io.store_result("acc", "offs", "mask")
+    if rolled:
+        body = body[:-1] + _rolled_taps(x_ptr, w_ptr, g, groups, p["vector"], io, b_ptr)
+    else:
+        body += _vector_taps(x_ptr, w_ptr, groups, kw, sw, pw, dw) if p["vector"] else _tap_loop(x_ptr, w_ptr)
+        if b_ptr is not None:
+            body.append(f"acc += tl.load({b_ptr} + oc).to(tl.float32)")
+        body += ["offs = plane * (OH * OW) + oh[:, None] * OW + ow[None, :]",
+                 "mask = (oh[:, None] < OH) & (ow[None, :] < OW)"]
+        body += io.store_result("acc", "offs", "mask")
     sizes = {"C_OUT": g["c_out"], "CIN_G": g["cin_g"], "COUT_G": g["cout_g"], "H": g["h"], "W": g["w"],
              "OH": g["oh"], "OW": g["ow"], "KH": kh, "KW": kw, "SH": sh, "SW": sw, "PH": ph, "PW": pw,
              "DH": dh, "DW": dw, **({"TILES": _tiles(g, p)} if p["tile_major"] else {})}
+    if rolled:
+        sizes["ROLL"] = p["ROLL"]
     constexprs = ", ".join(f"{k}: tl.constexpr" for k in (*sizes, "BLOCK_H", "BLOCK_W"))
     kernel = (f"@triton.jit\ndef {name}_kernel({io.kernel_args(['sxn', 'sxc', 'sxh', 'sxw'])}, {constexprs}):\n"
               f'    """{anchor.name}: {"depthwise" if g["cin_g"] == 1 else "grouped"} 2-d convolution, '
               f'{g["cin_g"]} input channel(s) per group, as a direct stencil in fp32."""\n{indent(body, 4)}\n')
     return io.unit(name, kernel, _launcher(name, io, g, sizes, p),
-                   {k: p[k] for k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major")})
+                   {k: p[k] for k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major", "ROLL") if k in p})
 
 
 def _tiles(g: dict[str, Any], p: dict[str, Any]) -> int:
