@@ -15,6 +15,7 @@ copy. The bias, and the pointwise epilogue the builder attaches, are applied bef
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
@@ -69,10 +70,26 @@ def depthwise_region(node: Node, graph: Graph) -> Region | None:
 VECTOR_MIN_WIDTH = 128
 
 
-def default_params(oh: int, ow: int) -> dict[str, Any]:
-    """About 512 outputs per program, the tile as wide as the row allows so loads stay contiguous."""
-    if ow >= VECTOR_MIN_WIDTH:
+# The rolled form (_rolled_taps), the default for rows of the vector form where the window is wider than a column
+# and slides by one row: on the H200 (development timings, eval/runs/push-h200-s46/NOTES.md) L1/84 2.62 -> 2.21-2.33 ms
+# and L1/85 0.454 -> 0.31 over strips of 4 to 32 rows, 256 columns over 2 warps.
+ROLL = 16  # output rows a program walks
+UNROLL = 2  # input rows a step, their loads in flight together
+
+
+def rolled_by_default(g: dict[str, Any]) -> bool:
+    return g["ow"] >= VECTOR_MIN_WIDTH and g["kernel"][1] > 1 and rolls(g)
+
+
+def default_params(g: dict[str, Any], rolled: bool) -> dict[str, Any]:
+    """About 512 outputs per program in the direct form, the tile as wide as the row allows so loads stay
+    contiguous; strips of ROLL rows 256 columns wide in the rolled form."""
+    oh, ow = g["oh"], g["ow"]
+    if ow >= VECTOR_MIN_WIDTH or rolled:
         block_w = min(256, next_pow2(ow))
+        if rolled:
+            return {"ROLL": ROLL, "UNROLL": UNROLL, "BLOCK_W": block_w, "num_warps": max(1, block_w // 128),
+                    "vector": True}
         return {"BLOCK_H": min(next_pow2(oh), 2), "BLOCK_W": block_w, "num_warps": block_w * 2 // 128, "vector": True}
     block_w = min(64, next_pow2(ow))
     block_h = min(next_pow2(oh), max(1, 512 // block_w))
@@ -120,7 +137,7 @@ def _vector_taps(x_ptr: str, w_ptr: str, groups: list[int], kw: int, sw: int, pw
     return lines + ["acc = " + put_together([f"acc{m}" for m in range(VECTOR)], "[BLOCK_H, BLOCK_W]")]
 
 
-def _rolled_taps(x_ptr: str, w_ptr: str, g: dict[str, Any], groups: list[int], vector: bool,
+def _rolled_taps(x_ptr: str, w_ptr: str, g: dict[str, Any], groups: list[int], vector: bool, rows: int, unroll: int,
                  io: FusedIO, b_ptr: str | None) -> list[str]:
     """The rolled form (stride and dilation 1 along H): a program walks ROLL output rows of its strip, one input
     row a step, each row loaded once (as the direct form's taps, one offset at a time or in aligned groups of 4) and
@@ -149,37 +166,42 @@ def _rolled_taps(x_ptr: str, w_ptr: str, g: dict[str, Any], groups: list[int], v
     lines += [f"w{ci}_{r}_{k} = tl.load({w_ptr} + ((oc * CIN_G + {ci}) * KH + {r}) * KW + {k}).to(tl.float32)"
               for ci in range(g["cin_g"]) for r in range(kh) for k in range(kw)]
     lines += [f"{slot(j, m)} = tl.zeros(({lead},), dtype=tl.float32)" for j in range(kh) for m in parts]
-    step = ["ih = oh0 - PH + t", "hv = (lanes + ih >= 0) & (lanes + ih < H)"]
-    for ci in range(g["cin_g"]):
-        row = f"x_group + {ci} * sxc + ih * sxh"
-        if vector:
-            for i in range(len(groups)):
-                step.append(f"v{i} = tl.load({row} + ig{i} * sxw, mask=hv & gv{i}, other=0.0).to(tl.float32)")
-                step += take_apart(f"v{i}", i, lead)
-        for m in parts:
-            for k in range(kw):
+    unroll = max(1, int(unroll))
+    loads, finish = [], []
+    for u in range(unroll):  # the rows' loads first, so that they are in flight together
+        loads += [f"ih = oh0 - PH + t + {u}", "hv = (lanes + ih >= 0) & (lanes + ih < H)"]
+        for ci in range(g["cin_g"]):
+            row = f"x_group + {ci} * sxc + ih * sxh"
+            for i in range(len(groups) if vector else kw):
+                name = f"v{ci}_{i}_{u}"
                 if vector:
-                    value = column(groups, m, sw, pw, k, dw)
+                    loads.append(f"{name} = tl.load({row} + ig{i} * sxw, mask=hv & gv{i}, other=0.0).to(tl.float32)")
+                    loads += [re.sub(r"\bc(\d+)\b", rf"c\1_{ci}_{u}", ln) for ln in take_apart(name, i, lead)]
                 else:
-                    step.append(f"c = tl.load({row} + iw{k} * sxw, mask=hv & wv{k}, other=0.0).to(tl.float32)")
-                    value = "c"
-                step += [f"{slot(j, m)} += {value} * w{ci}_{kh - 1 - j}_{k}" for j in range(kh)]
-    done = put_together([slot(0, m) for m in parts], "[BLOCK_W]") if vector else slot(0, None)
-    step += [f"oh = oh0 + t - {kh - 1}", f"acc = {done}"]
-    if b_ptr is not None:
-        step.append(f"acc += tl.load({b_ptr} + oc).to(tl.float32)")
-    step += ["offs = plane * (OH * OW) + oh * OW + ow",
-             f"mask = (ow * 0 + t >= {kh - 1}) & (ow * 0 + oh < OH) & (ow < OW)"]
-    step += io.store_result("acc", "offs", "mask")
-    for m in parts:
-        step += [f"{slot(j, m)} = {slot(j + 1, m)}" for j in range(kh - 1)]
-        step.append(f"{slot(kh - 1, m)} = tl.zeros(({lead},), dtype=tl.float32)")
-    return lines + [f"for t in range(ROLL + {kh - 1}):"] + ["    " + ln for ln in step]
+                    loads.append(f"{name} = tl.load({row} + iw{i} * sxw, mask=hv & wv{i}, other=0.0).to(tl.float32)")
+    for u in range(unroll):  # then each row into its output rows, the first of them finished and stored
+        for ci in range(g["cin_g"]):
+            for m in parts:
+                for k in range(kw):
+                    value = f"{column(groups, m, sw, pw, k, dw)}_{ci}_{u}" if vector else f"v{ci}_{k}_{u}"
+                    finish += [f"{slot(j, m)} += {value} * w{ci}_{kh - 1 - j}_{k}" for j in range(kh)]
+        done = put_together([slot(0, m) for m in parts], "[BLOCK_W]") if vector else slot(0, None)
+        finish += [f"oh = oh0 + t + {u - (kh - 1)}", f"acc = {done}"]
+        if b_ptr is not None:
+            finish.append(f"acc += tl.load({b_ptr} + oc).to(tl.float32)")
+        finish += ["offs = plane * (OH * OW) + oh * OW + ow",
+                   f"mask = (ow * 0 + t + {u} >= {kh - 1}) & (ow * 0 + oh < tl.minimum(OH, oh0 + ROLL)) & (ow < OW)"]
+        finish += io.store_result("acc", "offs", "mask")
+        for m in parts:
+            finish += [f"{slot(j, m)} = {slot(j + 1, m)}" for j in range(kh - 1)]
+            finish.append(f"{slot(kh - 1, m)} = tl.zeros(({lead},), dtype=tl.float32)")
+    steps = -(-(rows + kh - 1) // unroll) * unroll  # a strip's input rows, rounded up to whole steps
+    return lines + [f"for t in range(0, {steps}, {unroll}):"] + ["    " + ln for ln in loads + finish]
 
 
-def rolls(g: dict[str, Any], params: dict[str, Any]) -> bool:
-    """Whether the rolled form applies: asked for (`ROLL`), at stride and dilation 1 along H."""
-    return bool(params.get("ROLL")) and g["stride"][0] == 1 and g["dilation"][0] == 1
+def rolls(g: dict[str, Any]) -> bool:
+    """Whether the rolled form can apply: stride and dilation 1 along H."""
+    return g["stride"][0] == 1 and g["dilation"][0] == 1
 
 
 def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]) -> KernelUnit:
@@ -187,13 +209,16 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     anchor = region.anchor
     # a plane's tiles consecutive on one grid axis: on the H200, L1/84 (2 x 256, the vector form) 3.57 -> 2.73 ms,
     # its column form (8 x 64) 4.58 -> 3.71, L1/85 the same (eval/runs/push-h200-s42/NOTES.md)
-    p = {**default_params(g["oh"], g["ow"]), "tile_major": True,
-         **{k: v for k, v in params.items() if k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major", "ROLL")}}
-    rolled = rolls(g, p)
+    asked = {k: v for k, v in params.items()
+             if k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major", "ROLL", "UNROLL")}
+    # rolled where asked (a ROLL), or by default unless the direct form's tile or grid is asked for
+    direct_asked = "BLOCK_H" in asked or asked.get("tile_major") is False or asked.get("ROLL") == 0
+    rolled = rolls(g) and (bool(asked.get("ROLL")) or (rolled_by_default(g) and not direct_asked))
+    p = {**default_params(g, rolled), "tile_major": True, **asked}
     if rolled:  # a strip of ROLL rows a program, its tiles consecutive
         p.update(BLOCK_H=p["ROLL"], tile_major=True)
     else:
-        p.pop("ROLL", None)
+        p.pop("ROLL", None), p.pop("UNROLL", None)
     io = FusedIO(region, graph)
     x_ptr = io.add(g["x"])
     w_ptr = io.add(Attr(f"{anchor.module}.weight"))
@@ -210,7 +235,7 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     body = place + ["n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
                     "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)"]
     if rolled:
-        body = body[:-1] + _rolled_taps(x_ptr, w_ptr, g, groups, p["vector"], io, b_ptr)
+        body = body[:-1] + _rolled_taps(x_ptr, w_ptr, g, groups, p["vector"], p["ROLL"], p.get("UNROLL", 1), io, b_ptr)
     else:
         body += _vector_taps(x_ptr, w_ptr, groups, kw, sw, pw, dw) if p["vector"] else _tap_loop(x_ptr, w_ptr)
         if b_ptr is not None:
@@ -228,7 +253,7 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
               f'    """{anchor.name}: {"depthwise" if g["cin_g"] == 1 else "grouped"} 2-d convolution, '
               f'{g["cin_g"]} input channel(s) per group, as a direct stencil in fp32."""\n{indent(body, 4)}\n')
     return io.unit(name, kernel, _launcher(name, io, g, sizes, p),
-                   {k: p[k] for k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major", "ROLL") if k in p})
+                   {k: p[k] for k in ("BLOCK_H", "BLOCK_W", "num_warps", "vector", "tile_major", "ROLL", "UNROLL") if k in p})
 
 
 def _tiles(g: dict[str, Any], p: dict[str, Any]) -> int:

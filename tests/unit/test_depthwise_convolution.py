@@ -47,14 +47,34 @@ def test_vector_form_over_several_column_tiles(kernel, padding, tile_major):
     assert ("job % TILES" in cand.source) == tile_major
 
 
-def test_wide_rows_take_the_vector_form_by_default():
-    """Rows of 128 outputs or more: the vector form in tiles of 2 x 256 (the last rows and columns ragged);
-    narrower rows keep the column form."""
-    wide = check(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 137)), ["depthwise_convolution"])
-    assert wide.params["_depthwise_conv_0"] == {"BLOCK_H": 2, "BLOCK_W": 256, "num_warps": 4, "vector": True,
-                                                "tile_major": True}
+def test_wide_rows_take_the_rolled_vector_form_by_default():
+    """Rows of 128 outputs or more under a window wider than a column that slides by one row: the rolled form
+    (strips of ROLL rows, 256 columns, the last rows and columns ragged); a (3, 1) window, or a stride of 2
+    along H, the direct vector form in tiles of 2 x 256; narrower rows the column form."""
+    wide = check(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 21, 137)), ["depthwise_convolution"])
+    assert wide.params["_depthwise_conv_0"] == {"ROLL": 16, "UNROLL": 2, "BLOCK_W": 256, "num_warps": 2,
+                                                "vector": True, "tile_major": True, "BLOCK_H": 16}
+    assert "for t in range(0, 18, 2):" in wide.source
+    for kernel, stride in (((3, 1), 1), (3, (2, 1))):
+        direct = check(_conv_problem(2, 2, 2, kernel, stride=stride, padding=1, shape=(1, None, 9, 137)),
+                       ["depthwise_convolution"])
+        assert direct.params["_depthwise_conv_0"] == {"BLOCK_H": 2, "BLOCK_W": 256, "num_warps": 4, "vector": True,
+                                                      "tile_major": True}
     narrow = build_candidate(_conv_problem(2, 2, 2, 3, padding=1, shape=(1, None, 5, 100)), ["depthwise_convolution"])
     assert narrow.params["_depthwise_conv_0"]["vector"] is False and "tl.split" not in narrow.source
+
+
+@pytest.mark.parametrize("vector", [True, False])
+@pytest.mark.parametrize("roll,unroll", [(1, 1), (4, 2), (5, 3)])  # strips shorter than the plane, ragged steps
+@pytest.mark.parametrize("c_in,c_out,groups,kernel,padding,dilation", [
+    (3, 3, 3, (3, 7), 0, 1),       # depthwise, a wide window, no padding
+    (4, 8, 4, (2, 3), (1, 2), (1, 2)),  # depth multiplier 2, padding, dilation along W
+    (8, 4, 2, 3, 1, 1),            # grouped: 4 input channels per group
+])
+def test_the_rolled_form_matches_conv2d(c_in, c_out, groups, kernel, padding, dilation, roll, unroll, vector):
+    src = _conv_problem(c_in, c_out, groups, kernel, padding=padding, dilation=dilation, shape=(2, None, 11, 70))
+    cand = check(src, ["depthwise_convolution"], {"ROLL": roll, "UNROLL": unroll, "BLOCK_W": 64, "vector": vector})
+    assert cand.params["_depthwise_conv_0"]["ROLL"] == roll and "oh0 + ROLL" in cand.source
 
 
 def test_the_pointwise_epilogue_is_applied_before_the_one_store():
