@@ -71,9 +71,12 @@ VECTOR_MIN_WIDTH = 128
 
 
 # The rolled form (_rolled_taps), the default for rows of the vector form where the window is wider than a column
-# and slides by one row: on the H200 (development timings, eval/runs/push-h200-s46/NOTES.md) L1/84 2.62 -> 2.21-2.33 ms
-# and L1/85 0.454 -> 0.31 over strips of 4 to 32 rows, 256 columns over 2 warps.
-ROLL = 16  # output rows a program walks
+# and slides by one row. On the H200 (development timings, eval/runs/push-h200-s46/NOTES.md, calls 1-2), 256 columns
+# over 2 warps, against the direct form's 2.69, 0.454 and 1.58 ms: L1/84 (3 x 3) 2.15 ms in strips of 4 rows loading
+# 2 rows a step, 2.20 one a step, 2.33-2.45 in strips of 8 to 32; L1/85 (3 x 7) 0.281-0.291 over strips of 4 to 32
+# at 2 or 4 rows a step, 0.31-0.32 at one; L1/86 (3 x 3 before a 1 x 1 conv) 1.365 in strips of 4 at 2 a step,
+# 1.39-1.44 otherwise. A (3, 1) window (L1/83) kept the direct form: 0.270 against 0.271-0.302 rolled.
+ROLL = 4  # output rows a program walks
 UNROLL = 2  # input rows a step, their loads in flight together
 
 
