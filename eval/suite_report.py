@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kskill.agents.gpus import lookup
 from kskill.eval.metrics import P_VALUES, geomean
 from kskill.eval.plots import PLOTS, draw_all
 
@@ -27,6 +28,8 @@ KERNELSKILL_CITATION = ("Sun et al., KernelSkill: A Multi-Agent Framework for GP
 WITHIN = 0.03
 # The report names a reason for every problem where kskill is below this share of torch.compile's speed.
 BELOW_COMPILE = 0.9
+# A memory-bound problem counts as at its roofline when kskill's time is within this factor of the roofline's.
+NEAR_ROOFLINE = 1.25
 
 
 @dataclass
@@ -198,6 +201,34 @@ def below_compile_section(rows: list[dict[str, Any]], mode: str) -> Section | No
     return Section(f"Below {BELOW_COMPILE}x of torch.compile, and why", lines)
 
 
+def memory_bound(row: dict[str, Any]) -> bool:
+    """Whether the problem's arithmetic intensity (its reference's FLOPs over the bytes it must move) is below the
+    ridge point of the GPU that ran it, for its dtype on CUDA cores (fp32 work that keeps exact fp32)."""
+    spec = lookup(row.get("gpu") or "")
+    flops, moved = row.get("flops"), row.get("bytes_moved")
+    ridge = spec.ridge_point(row.get("dtype") or "", False) if spec is not None else None
+    return bool(ridge and flops is not None and moved) and flops / moved < ridge
+
+
+def roofline_section(rows: list[dict[str, Any]]) -> Section | None:
+    """The memory-bound problems kskill solved, against their roofline: how many are within NEAR_ROOFLINE of it,
+    and each that is not, with its fraction and what kskill applied."""
+    bound = [r for r in rows if r.get("correct_strict") and r.get("roofline_fraction") and memory_bound(r)]
+    if not bound:
+        return None
+    near = [r for r in bound if r["roofline_fraction"] >= 1 / NEAR_ROOFLINE]
+    far = sorted((r for r in bound if r not in near), key=lambda r: r["roofline_fraction"])
+    head = (f"{len(bound)} problems solved correctly are memory-bound (arithmetic intensity below the GPU's "
+            f"CUDA-core ridge point for their dtype); {len(near)} of them run within {NEAR_ROOFLINE}x of their "
+            f"roofline (at least {1 / NEAR_ROOFLINE:.0%} of it). The roofline is max(FLOPs / peak, bytes / DRAM "
+            "bandwidth) over the reference's inputs and outputs, with the vendor's peak bandwidth.")
+    table = Table(["problem", "FLOP/byte", "roofline ms", "kskill ms", "roofline", "techniques"],
+                  [[f"`{r['problem']}`", fmt(r["flops"] / r["bytes_moved"], ".2f"), fmt(r.get("roofline_ms"), ".3f"),
+                    fmt(r.get("kskill_ms"), ".3f"), share(r["roofline_fraction"]), r.get("techniques") or "reference"]
+                   for r in far])
+    return Section("Memory-bound problems against their roofline", [head] + ([table] if far else []))
+
+
 def below_reason(row: dict[str, Any]) -> str:
     """Why a run's result is what it is, in its own records' words."""
     if row.get("returned_reference"):
@@ -270,7 +301,7 @@ def build_report(meta: dict[str, Any], summary: dict[str, Any], rows: list[dict[
                             or ["No figure: nothing was timed and correct."]))
     sections.append(problems_section(rows, modes))
     below = below_compile_section(rows, modes[0]) if modes else None
-    return sections + ([below] if below else [])
+    return sections + [s for s in (below, roofline_section(rows)) if s is not None]
 
 
 # ------------------------------------------------------------------------------ rendering

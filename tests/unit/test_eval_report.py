@@ -147,7 +147,7 @@ def test_the_report_names_a_reason_for_each_problem_below_torch_compile(tmp_path
     finalize(tmp_path)
     report = (tmp_path / "report.md").read_text().split("## Below 0.9x of torch.compile, and why")
     assert len(report) == 2  # level1/1_a is 2x torch.compile; b's and c's results are not both correct
-    assert report[1].strip().splitlines() == [
+    assert report[1].split("\n## ")[0].strip().splitlines() == [
         "- `level3/9_slow`: 0.50x of torch.compile (default); returned the reference (stopped: iteration budget "
         "spent); attempts failed: 1 numeric (kernel_fusion); planned, no code written: flash_attention (no "
         "attention layer it can read); kskill's call: 5 kernels, 2.300 ms on the GPU (relu_kernel 2.000 ms x4, "
@@ -181,3 +181,27 @@ def test_a_folder_of_evaluation_folders_compares_as_one_evaluation(tmp_path):
     finalize(other.root)
     mixed = CliRunner().invoke(cli, ["eval", "compare", str(tmp_path / "split"), str(whole)])
     assert mixed.exit_code != 0 and "different settings" in str(mixed.exception or mixed.output)
+
+
+def test_the_report_counts_memory_bound_problems_within_reach_of_their_roofline(tmp_path):
+    """On an H200 (fp32 ridge 67 TFLOP/s over 4.8 TB/s, about 14 FLOP/byte): a problem of 0.5 FLOP/byte is
+    memory-bound, one of 100 is not; of the two memory-bound ones, the one at 90 % of its roofline is within 1.25x,
+    the one at 40 % is listed with its fraction."""
+    def problem(name: str, kskill_ms: float, roof_ms: float, flops: int, moved: int) -> dict:
+        p = SuiteProblem(f"level1/{name}", 1, Path(f"/x/level1/{name}.py"))
+        return compose_row(p, SETTINGS, optimize_summary(True, 2.0), "", worker_result(2.0, kskill_ms, 1.5),
+                           TRITON_MODULE, roof_ms, {"flops": flops, "bytes_moved": moved, "dtype": "float32"})
+
+    composed = [problem("1_near", 1.0, 0.9, 10, 20), problem("2_far", 1.0, 0.4, 10, 20),
+                problem("3_compute", 1.0, 0.4, 2000, 20)]
+    folder = ResultsDir(tmp_path)
+    folder.begin({"suite": "/x", "selection": [r["problem"] for r in composed], "settings": asdict(SETTINGS),
+                  "sample": {}}, resume=False)
+    for r in composed:
+        folder.write_row(r["problem"].replace("/", "__"), r)
+    finalize(tmp_path)
+    section = (tmp_path / "report.md").read_text().split("## Memory-bound problems against their roofline")[1]
+    assert section.strip().splitlines()[0].startswith("2 problems solved correctly are memory-bound")
+    assert "1 of them run within 1.25x of their roofline (at least 80% of it)" in section
+    assert "| `level1/2_far` | 0.50 | 0.400 | 1.000 | 40% | kernel_fusion |" in section
+    assert "1_near" not in section and "3_compute" not in section
