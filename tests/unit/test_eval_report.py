@@ -79,9 +79,10 @@ def test_rows_compose_speedups_correctness_and_the_backend_verdict():
     assert a["trajectory"][0]["technique"] is None  # a key optimize did not write stays None
 
 
-def results_folder(root: Path, scale: float) -> Path:
+def results_folder(root: Path, scale: float, composed: list[dict] | None = None) -> Path:
+    """An evaluation folder holding `composed` (by default rows(scale)), finalized: its report written."""
     folder = ResultsDir(root)
-    composed = rows(scale)
+    composed = rows(scale) if composed is None else composed
     folder.begin({"suite": "/x", "selection": [r["problem"] for r in composed], "settings": asdict(SETTINGS),
                   "sample": {}}, resume=False)
     for r in composed:
@@ -138,13 +139,7 @@ def test_the_report_names_a_reason_for_each_problem_below_torch_compile(tmp_path
                                                                           "calls": 1, "ms": 0.5}]}}
     row = compose_row(slow, SETTINGS, summary, "", {**worker_result(2.0, None, 1.0), "kernels": kernels},
                       "class ModelNew: ...\n", None, {})
-    folder = ResultsDir(tmp_path)
-    composed = [*rows(), row]
-    folder.begin({"suite": "/x", "selection": [r["problem"] for r in composed], "settings": asdict(SETTINGS),
-                  "sample": {}}, resume=False)
-    for r in composed:
-        folder.write_row(r["problem"].replace("/", "__"), r)
-    finalize(tmp_path)
+    results_folder(tmp_path, 1.0, [*rows(), row])
     report = (tmp_path / "report.md").read_text().split("## Below 0.9x of torch.compile, and why")
     assert len(report) == 2  # level1/1_a is 2x torch.compile; b's and c's results are not both correct
     assert report[1].split("\n## ")[0].strip().splitlines() == [
@@ -192,14 +187,8 @@ def test_the_report_counts_memory_bound_problems_within_reach_of_their_roofline(
         return compose_row(p, SETTINGS, optimize_summary(True, 2.0), "", worker_result(2.0, kskill_ms, 1.5),
                            TRITON_MODULE, roof_ms, {"flops": flops, "bytes_moved": moved, "dtype": "float32"})
 
-    composed = [problem("1_near", 1.0, 0.9, 10, 20), problem("2_far", 1.0, 0.4, 10, 20),
-                problem("3_compute", 1.0, 0.4, 2000, 20)]
-    folder = ResultsDir(tmp_path)
-    folder.begin({"suite": "/x", "selection": [r["problem"] for r in composed], "settings": asdict(SETTINGS),
-                  "sample": {}}, resume=False)
-    for r in composed:
-        folder.write_row(r["problem"].replace("/", "__"), r)
-    finalize(tmp_path)
+    results_folder(tmp_path, 1.0, [problem("1_near", 1.0, 0.9, 10, 20), problem("2_far", 1.0, 0.4, 10, 20),
+                                   problem("3_compute", 1.0, 0.4, 2000, 20)])
     section = (tmp_path / "report.md").read_text().split("## Memory-bound problems against their roofline")[1]
     assert section.strip().splitlines()[0].startswith("2 problems solved correctly are memory-bound")
     assert "1 of them run within 1.25x of their roofline (at least 80% of it)" in section
