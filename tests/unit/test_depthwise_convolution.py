@@ -65,14 +65,16 @@ def test_wide_rows_take_the_rolled_vector_form_by_default():
 
 
 @pytest.mark.parametrize("vector", [True, False])
-@pytest.mark.parametrize("roll,unroll", [(1, 1), (4, 2), (5, 3)])  # strips shorter than the plane, ragged steps
+@pytest.mark.parametrize("roll,unroll", [(4, 2), (5, 3)])  # strips shorter than the plane, ragged last steps
 @pytest.mark.parametrize("c_in,c_out,groups,kernel,padding,dilation", [
-    (3, 3, 3, (3, 7), 0, 1),       # depthwise, a wide window, no padding
-    (4, 8, 4, (2, 3), (1, 2), (1, 2)),  # depth multiplier 2, padding, dilation along W
-    (8, 4, 2, 3, 1, 1),            # grouped: 4 input channels per group
+    (2, 2, 2, (3, 7), 0, 1),       # depthwise, a wide window, no padding
+    (2, 4, 2, (2, 3), (1, 2), (1, 2)),  # depth multiplier 2, padding, dilation along W
+    (4, 2, 2, 3, 1, 1),            # grouped: 2 input channels per group
 ])
 def test_the_rolled_form_matches_conv2d(c_in, c_out, groups, kernel, padding, dilation, roll, unroll, vector):
-    src = _conv_problem(c_in, c_out, groups, kernel, padding=padding, dilation=dilation, shape=(2, None, 11, 70))
+    """Against nn.Conv2d over 11 rows (strips of 4 or 5 leave a ragged last one) by 70 columns (a second,
+    ragged column tile of 64)."""
+    src = _conv_problem(c_in, c_out, groups, kernel, padding=padding, dilation=dilation, shape=(1, None, 11, 70))
     cand = check(src, ["depthwise_convolution"], {"ROLL": roll, "UNROLL": unroll, "BLOCK_W": 64, "vector": vector})
     assert cand.params["_depthwise_conv_0"]["ROLL"] == roll and "oh0 + ROLL" in cand.source
 
