@@ -69,7 +69,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "low_parallelism": (r"(?:not enough|too little|insufficient|more) parallelism", r"(?:few|too few) (?:thread )?blocks",
                         r"(?:underutiliz|under-utiliz)\w* (?:\w+ )?(?:gpu|sms?|multiprocessors)", r"idle (?:sms|multiprocessors)",
                         r"(?:increase|more) (?:the )?concurrency",
-                        r"(?:fill|occupy|saturate) (?:all )?(?:of )?(?:the )?(?:gpu|sms|multiprocessors)\b"),
+                        r"(?:fill|occupy|saturate) (?:all )?(?:of )?(?:the )?(?:gpu|sms|multiprocessors)\b",
+                        # learned-19: "enough blocks and threads to fill up the GPU"
+                        r"fill up (?:the )?(?:gpu|sms)\b"),
     "skinny_gemm": (r"skinny (?:gemm|matrix|matmul)", r"small (?:m|n) and large k", r"tall[- ]and[- ]skinny", r"\bgemv\b",
                     r"matrix[- ]vector"),
     "barrier_stall": (r"barrier stall", r"__syncthreads\(\)? (?:overhead|stall)", r"synchronization (?:overhead|stall)"),
@@ -119,7 +121,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
                           r"vector (?:loads|stores|width)", r"vectori[sz]ation", r"wide\s+(?:[\w.]+\s+)?loads?",
                           r"128[- ]?bits? (?:per )?(?:load|access|width)",
                           r"vectori[sz]e (?:\w+ )?(?:memory )?(?:access|loads?|stores?)",
-                          r"\d+ bytes (?:of data )?at a time"),
+                          r"\d+ bytes (?:of data )?at a time",
+                          # learned-19: "Vectorized Mem Access", "128-bit vector memory accesses", "All loads use maximum
+                          # vector length", "enabling wider memory operations"
+                          r"vectori[sz]ed mem\b", r"vector memory acc\w+", r"(?:maximum|full) vector (?:length|width)",
+                          r"wider (?:memory )?(?:operations|accesses|loads|stores)"),
     "shared_memory_tiling": (r"shared[- ]memory tiling", r"stage (?:data )?(?:from device memory )?into shared memory",
                              r"tiles? (?:in|into) shared memory", r"tiling (?:with|in|through) shared memory",
                              r"(?:maximi[sz]\w+|using) (?:the use of )?on-chip memory",
@@ -129,11 +135,20 @@ ALIASES: dict[str, tuple[str, ...]] = {
                              r"(?:^|(?<=: )|(?<=- ))use (?:the )?shared memory\b",
                              r"(?:use|using|utili[sz]\w*) (?:the )?(?:cuda |on-chip |fast )?shared memory (?:to|for) "
                              r"(?:re-?use|cach\w+|stag\w+|speed\w*|enhanc\w+|hold (?:the )?tiles?)",
-                             r"(?:smem|shared memory) caching"),
-    "split_k": (r"split[- ]?k\b", r"parallelism along (?:the )?k\b", r"parallel reduction over k", r"splitting (?:the )?k\b"),
+                             r"(?:smem|shared memory) caching",
+                             # learned-19: the tile of a thread block, staged in shared memory ("2D block tiling")
+                             r"(?:[12]d )?(?:thread ?)?block ?tiling"),
+    "split_k": (r"split[- ]?k\b", r"parallelism along (?:the )?k\b", r"parallel reduction over k", r"splitting (?:the )?k\b",
+                # learned-19: the decoding form, split along the keys and values ("Split along the KV sequence length to
+                # occupy the GPU", "split the K/V sequence and reduce partial outputs", "split the kv_ctx dimension")
+                r"split\w* (?:along |over |across )?(?:the )?(?:kv|k/v)(?![a-z])"),
     "memory_coalescing": (r"coalesc\w+", r"consecutive memory locations", r"contiguous (?:memory )?access",
                           r"accesses are (?:not )?consecutive"),
-    "register_blocking": (r"register blocking", r"register tiling", r"register[- ]level tiles?"),
+    "register_blocking": (r"register blocking", r"register tiling", r"register[- ]level tiles?",
+                          # learned-19: the GEMM tutorials' names for it ("2D block tiling and 2D thread tiling",
+                          # "Warptiling"), and "tiles of data to be stored in registers"
+                          r"(?:[12]d )?thread ?tiling", r"warp ?tiling",
+                          r"tiles? (?:of data )?(?:to be |are )?(?:stored|kept|held) in registers"),
     "loop_unrolling": (r"loop unrolling", r"unroll\w*"),
     "reduce_block_size": (r"smaller (?:blocks|block size|tiles)", r"reduc\w+ (?:the )?block[_ ]size"),
     "increase_occupancy": (r"(?:increase|raise|higher|improve|maximi[sz]e)\w* (?:the )?occupancy",
@@ -166,7 +181,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
                                    # swizzling the order of thread blocks, not the layout of shared memory
                                    r"(?:thread ?block|block|tile|cta|program)[- ]?swizzl\w*",
                                    r"swizzl\w* \(?raster\w+",
-                                   r"super[- ]?group"),
+                                   r"super[- ]?group",
+                                   # learned-19: "using swizzle access mode to increase L2 cache hit ratio", "Reorders the
+                                   # program IDs ... for improved L2 cache behavior", "ordering thread blocks"
+                                   r"swizzl\w*(?: \w+){0,2}(?=[^.]{0,60}\bl2\b)", r"reorder\w* (?:the )?(?:program|block|cta|tile)[- ]?ids?",
+                                   r"order(?:ing)? (?:of )?(?:the )?thread ?blocks"),
     "block_row_mode": (r"block[- ]row mode", r"(?:several|multiple) rows per program", r"block_row"),
     "hoist_invariant_loads": (r"hoist\w*", r"loop[- ]invariant loads?"),
     "sm_count_grid": (r"grid sized to the (?:sm|multiprocessor) count", r"one (?:cta|block|program) per sm"),
@@ -216,7 +235,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
                             r"(?:run|profil\w*|measur\w*|tim\w+|repeat\w*) (?:\w+ ){0,4}several times",
                             r"\bp50\b",
                             r"timing intervals?",
-                            r"confidence intervals?"),
+                            r"confidence intervals?",
+                            # learned-19: "The performance can vary, sometimes up to 25%, from one measurement to another",
+                            # "over a large number of iterations"
+                            r"from one (?:measurement|run) to (?:another|the next)",
+                            r"over a large number of (?:iterations|runs|trials|repetitions)"),
     "measure_correctness_trials": (r"compar\w+ (?:the )?(?:results?|outputs?) (?:to|with|against) (?:a |the )?reference",
                                    r"reference (?:program|implementation)", r"unit tests?", r"correctness (?:checks?|tests?)",
                                    r"check(?:s|ing)? (?:the )?correctness", r"smoke tests?", r"validat\w+ (?:basic )?correctness",

@@ -18,8 +18,8 @@ say. Each was a class of error a person found when judging extracted items on th
   ("kernels need to be built"), or from the technique's own name ("flash-attention" names attention);
 - a detection threshold read from a result ("achieving over 99% fetch efficiency");
 - what is planned, not done ("for future work, split-K is a potential speed-up we'll investigate", "still under
-  progress"), and how to extend
-  a tool ("to add a new fused kernel, add two Python files");
+  progress"), and how to extend a tool ("to add a new fused kernel, add two Python files");
+- a table row's evidence for a node the row does not name (its heading's): the row states its figures of its own;
 - a name in another of its senses (lexicon.OTHER_SENSES: "pipeline parallelism" is no software pipelining);
 - a bottleneck named as the contrast ("memory bound (and not compute bound)", "launch-bound rather than bandwidth-bound");
 - evidence for a protocol step read from a sentence and section that speak of no measurement, timing or
@@ -239,6 +239,9 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     if (claim.relation == "SUPPORTS" and claim.subject.kind in ("Technique", "Bottleneck")
             and MEASURING_VERB.match(text) and (MEASURE.search(text) or TIMING.search(text))):
         return "an instruction on how to measure, not a statement about the node"
+    # learned-19: a table row states its figures of the node its cells name, nothing of its heading's node
+    if claim.relation == "SUPPORTS" and header and claim.subject.id and claim.subject.id not in spans:
+        return "a table row, and the node is not in it"
     if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN"):
         told = claim.object if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef) else claim.subject
         if told.id in spans and past_first_cell(text, spans[told.id], header, named):

@@ -229,3 +229,32 @@ def test_learned18_nodes_said_in_other_words(lexicon, text, node):
     ("A warm cache gives the same time.", "measure_warmup")])
 def test_learned18_the_same_words_without_their_sense_name_nothing(lexicon, text, node):
     assert node not in _ids(lexicon, text)
+
+
+@pytest.mark.parametrize("text, node", [
+    ("6: Vectorized Mem Access | 18237.3 | 78.4%", "vectorized_access"),
+    ("This enables 128-bit vector memory accesses which lead to efficient CUDA kernels.", "vectorized_access"),
+    ("All loads use maximum vector length for peak efficiency.", "vectorized_access"),
+    ("L2 Cache: using swizzle access mode to increase L2 cache hit ratio", "grouped_tile_rasterization"),
+    ("Reorders the program IDs (PIDs) of the generated kernel for improved L2 cache behavior.",
+     "grouped_tile_rasterization"),
+    ("2D block tiling and 2D thread tiling", "register_blocking"),
+    ("2D block tiling and 2D thread tiling", "shared_memory_tiling"),
+    ("10: Warptiling | 21779.3 | 93.7%", "register_blocking"),
+    ("CUTLASS requires tiles of data to be stored in registers for high-bandwidth access.", "register_blocking"),
+    ("Split along the KV sequence length to occupy the GPU with enough work", "split_k"),
+    ("Underfilled grids may instead split the K/V sequence and reduce partial outputs.", "split_k"),
+    ("Distribute the work on enough blocks and threads to fill up the GPU.", "low_parallelism"),
+    ("The performance can vary, sometimes up to 25%, from one measurement to another.", "measure_repetitions")])
+def test_learned19_nodes_said_in_other_words(lexicon, text, node):
+    """learned-19: the GEMM tutorials' names for vector access, tile orders and tiling levels, split-KV, filling the
+    GPU and run-to-run variation name their nodes."""
+    assert node in _ids(lexicon, text)
+
+
+@pytest.mark.parametrize("text, node", [
+    ("The shared memory layout is swizzled to avoid bank conflicts.", "grouped_tile_rasterization"),
+    ("The KV cache is split into pages.", "split_k"),
+    ("The CPU does not enqueue kernels fast enough to keep the GPU busy.", "low_parallelism")])
+def test_learned19_the_same_words_without_their_sense_name_nothing(lexicon, text, node):
+    assert node not in _ids(lexicon, text)
