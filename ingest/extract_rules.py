@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-17`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-15`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-14`); the default is the scorer's choice
-(`learned-17`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-19`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-17`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-16`); the default is the scorer's choice
+(`learned-19`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -72,6 +72,17 @@ zero padding, a persistent kernel cache, unified memory's prefetching.
 learned-17 (the same report) ends a proposal's name at a lower-case adverb ("Using gf4 currently carries ..." names
 gf4, claimants.ADVERB), takes a number format's three-letter name ("gf4", "fp8") as a name (proposals._plausible), and
 reads a contributor's instruction ("To add a new fused kernel, ... add two Python files") as no evidence (unstated.py).
+learned-18 (eval/ingest/runs/candidates-session46.md) names more nodes said in other words (lexicon.ALIASES): tensor cores
+put to use or not ("Use tensor cores (WMMA)", "cannot utilize the Tensor Cores"), tuning said plainly ("pre-tuned",
+"find the best kernel configuration"), the first runs set aside ("ignore the first few iterations"), clocks fixed or
+unlocked, work done in a single kernel, per-op overhead, shared memory used to reuse data; and reads as no remedy an
+improvement "still under progress", a bottleneck named as the technique's own ("the low tensor core utilization of
+Flash Attention") and an item of a list of examples ("Example scenarios:") (unstated.py).
+learned-19 (the same report) names more (lexicon.ALIASES): the GEMM tutorials' names for vector access ("Vectorized Mem
+Access"), tile orders ("Reorders the program IDs ... for improved L2") and tiling levels ("2D block tiling and 2D thread
+tiling", "Warptiling"), split-KV, filling the GPU, run-to-run variation; keeps a table row's claim on the node its cells
+name and measure although far by meaning (its few words are far from any node's text: far_by_meaning), and reads a
+table row as no evidence for a node it does not name, its heading's (unstated.py).
 """
 
 from __future__ import annotations
@@ -98,12 +109,12 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-17"
+VERSION = "precision-19"
 # learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
 # candidates (eval/ingest/runs/candidates-session40.md)
-LEARNED_VERSION = "learned-17"
-SENSE_VERSION = "sense-15"  # learned-17 and the sense check (sense.py)
-RULES_VERSION = "rules-14"  # the rules alone, when no scorer is used
+LEARNED_VERSION = "learned-19"
+SENSE_VERSION = "sense-17"  # learned-19 and the sense check (sense.py)
+RULES_VERSION = "rules-16"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:
@@ -298,7 +309,7 @@ def far_by_meaning(claim: Claim) -> bool:
     is far). A precondition's or a threshold's sentence speaks of metrics and shapes, not of the node: not tested; nor a
     speedup a section title states ("2.0: Complete rewrite, 2x faster"), whose few words say nothing of the node."""
     signals = dict(claim.signals)
-    if signals.get("heading_stated"):
+    if signals.get("heading_stated") or signals.get("measured_row"):
         return False
     similarity = signals.get("sentence_similarity")
     return (claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN") and bool(claim.subject.id) and bool(similarity)
@@ -321,8 +332,11 @@ def _stated(claims: list[Claim], view: SentenceView, title: str = "") -> list[Cl
 
 
 def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:
-    """The claims read from one sentence, each carrying its signals."""
-    return [replace(c, signals=tuple(view_signals(c, view, topics, start).items())) for c in claims]
+    """The claims read from one sentence, each carrying its signals; a table row's claim on the node its subject cell
+    names, with a measured figure, is marked (learned-19): its few words are far by meaning from any node's text."""
+    measured = {m.id for m in measured_subjects(view.text, view.header, view.named)}
+    return [replace(c, signals=tuple(view_signals(c, view, topics, start).items())
+                    + ((("measured_row", 1.0),) if c.subject.id in measured else ())) for c in claims]
 
 
 def _key(claim: Claim) -> tuple[str, str, str, str]:

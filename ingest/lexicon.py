@@ -29,7 +29,13 @@ ALIASES: dict[str, tuple[str, ...]] = {
                         r"(?:cpu|host|python) overhead", r"overhead of launching",
                         r"overheads? of (?:the )?(?:python|pytorch)\b",  # "The overheads of Python/PyTorch"
                         # "launch-bound" as "memory-bound"; hyphenated, since "a launch bound of 256" is launch_bounds
-                        r"(?:launch|host|cpu|overhead)-bound\b"),
+                        r"(?:launch|host|cpu|overhead)-bound\b",
+                        # learned-18: "Per-op overhead is dominating", "kernel launching is the bottleneck", "Every
+                        # kernel launch has an overhead of several milliseconds", "host-side overhead"
+                        r"(?:per|each|every)[- ](?:op|operator|kernel|call)\s+overhead",
+                        r"kernel launch(?:es|ing)? (?:is|are|was|becomes?) (?:the |a )?bottleneck",
+                        r"(?:every|each) kernel launch (?:has|incurs|adds)\b",
+                        r"host[- ]side overhead"),
     "materialized_intermediates": (r"intermediate (?:results|tensors|values) (?:to|in|through) (?:hbm|dram|global memory)",
                                    r"round[- ]trip(?:s|ping)? (?:to|through) (?:hbm|dram|global memory)"),
     "register_pressure": (r"register pressure", r"register spill", r"spill(?:s|ing)? to local memory", r"too many registers",
@@ -50,13 +56,22 @@ ALIASES: dict[str, tuple[str, ...]] = {
                             r"memory traffic"),
     "tensor_core_unused": (r"tensor cores? (?:are |is )?(?:idle|unused)", r"without tensor cores",
                            r"(?:underutili[sz]\w*|under-utili[sz]\w*|idle) tensor cores",
-                           r"tensor cores? (?:\w+ ){0,2}(?:underutili[sz]ed|under-utili[sz]ed)"),
+                           r"tensor cores? (?:\w+ ){0,2}(?:underutili[sz]ed|under-utili[sz]ed)",
+                           # learned-18: using the tensor (or matrix) cores, or not, said as such ("Level 04: Use tensor
+                           # cores (WMMA)", "cannot utilize the NVIDIA Tensor Cores", "low tensor core utilization")
+                           r"(?:not|cannot|can't|unable to|fail\w* to|don[’']t|doesn[’']t) (?:\w+ )?(?:use|utili[sz]e|leverage) "
+                           r"(?:the )?(?:\w+ ){0,2}(?:tensor|matrix) ?cores?\b",
+                           r"(?:to|(?:^|(?<=: )|(?<=- ))) ?(?:use|utili[sz]e|leverage|exploit) (?:the )?(?:\w+ ){0,2}(?:tensor|matrix) ?cores?\b",
+                           r"(?:using|utili[sz]ing|leveraging) (?:the )?(?:\w+ ){0,2}(?:tensor|matrix) ?cores? (?:for|to)\b",
+                           r"(?:tensor|matrix) ?cores? (?:utili[sz]ation|eligib\w+|can be (?:fully |efficiently )?utili[sz]ed)"),
     "shared_memory_bank_conflicts": (r"bank conflicts?", r"same (?:shared memory )?bank", r"bank-conflict"),
     "tail_effect": (r"tail effect", r"(?:last|partial|final) wave", r"wave quantization"),
     "low_parallelism": (r"(?:not enough|too little|insufficient|more) parallelism", r"(?:few|too few) (?:thread )?blocks",
                         r"(?:underutiliz|under-utiliz)\w* (?:\w+ )?(?:gpu|sms?|multiprocessors)", r"idle (?:sms|multiprocessors)",
                         r"(?:increase|more) (?:the )?concurrency",
-                        r"(?:fill|occupy|saturate) (?:all )?(?:of )?(?:the )?(?:gpu|sms|multiprocessors)\b"),
+                        r"(?:fill|occupy|saturate) (?:all )?(?:of )?(?:the )?(?:gpu|sms|multiprocessors)\b",
+                        # learned-19: "enough blocks and threads to fill up the GPU"
+                        r"fill up (?:the )?(?:gpu|sms)\b"),
     "skinny_gemm": (r"skinny (?:gemm|matrix|matmul)", r"small (?:m|n) and large k", r"tall[- ]and[- ]skinny", r"\bgemv\b",
                     r"matrix[- ]vector"),
     "barrier_stall": (r"barrier stall", r"__syncthreads\(\)? (?:overhead|stall)", r"synchronization (?:overhead|stall)"),
@@ -71,7 +86,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
                       r"fused (?:\w+ )?kernels?\b",
                       r"(?:operations|ops) (?:are )?fused",
                       r"fus(?:e|es|ed|ing) (?:multiple |several |the )?(?:\w+ )?(?:operations|ops)\b",
-                      r"mega-?kernel"),
+                      r"mega-?kernel",
+                      # learned-18: work done in one kernel instead of several ("fuse all the operations ... into a
+                      # single kernel", "produce a single value in a single kernel"); not what one kernel holds ("types
+                      # used in the same kernel", "items handled in a single kernel execution")
+                      r"into (?:a single|one|the same) (?:gpu |cuda |triton )?kernel\b",
+                      r"in (?:a single|one) (?:gpu |cuda |triton )?kernel\b(?! execution| invocation| launch)"),
     "gemm_epilogue_fusion": (r"epilogue fusion", r"fused epilogue", r"fus(?:e|ed|ing) (?:the |an )?epilogue",
                              r"(?:fus\w+|merg\w+) (?:\w+ ){0,3}into (?:the )?(?:gemm'?s? )?epilogue", r"epilogue (?:visitors?|functors?)",
                              r"fusion in (?:the )?epilogue"),
@@ -91,20 +111,44 @@ ALIASES: dict[str, tuple[str, ...]] = {
                         r"(?:benchmark|compil|evaluat)\w* (?:\w+ )?candidate config",
                         r"enumerate (?:\w+ )?configs",
                         r"parameter sweep",
-                        r"search space"),
+                        r"search space",
+                        # learned-18: autotuning said as plain tuning of launch parameters ("tuning tile sizes based
+                        # profiling", "pre-tuned on MI250X and hard coded", "find the best kernel configuration")
+                        r"pre-?tuned\b",
+                        r"tun(?:e|ed|ing) (?:the )?(?:tile|block|warp|kernel|launch|grid|cta)[- _]?(?:sizes?|dims?|shapes?|configs?|configurations?|parameters?)",
+                        r"(?:find|pick|choose|select)\w* the (?:best|fastest|optimal) (?:\w+ )?(?:config\w*|launch parameters|block size|tile size)"),
     "vectorized_access": (r"vectori[sz]ed (?:loads?|stores?|access|reads?|memory)", r"float4", r"128-bit (?:loads|access)",
                           r"vector (?:loads|stores|width)", r"vectori[sz]ation", r"wide\s+(?:[\w.]+\s+)?loads?",
                           r"128[- ]?bits? (?:per )?(?:load|access|width)",
                           r"vectori[sz]e (?:\w+ )?(?:memory )?(?:access|loads?|stores?)",
-                          r"\d+ bytes (?:of data )?at a time"),
+                          r"\d+ bytes (?:of data )?at a time",
+                          # learned-19: "Vectorized Mem Access", "128-bit vector memory accesses", "All loads use maximum
+                          # vector length", "enabling wider memory operations"
+                          r"vectori[sz]ed mem\b", r"vector memory acc\w+", r"(?:maximum|full) vector (?:length|width)",
+                          r"wider (?:memory )?(?:operations|accesses|loads|stores)"),
     "shared_memory_tiling": (r"shared[- ]memory tiling", r"stage (?:data )?(?:from device memory )?into shared memory",
                              r"tiles? (?:in|into) shared memory", r"tiling (?:with|in|through) shared memory",
                              r"(?:maximi[sz]\w+|using) (?:the use of )?on-chip memory",
-                             r"tiles? (?:of \w+ (?:and \w+ )?)?(?:are )?loaded into (?:\w+ )?shared memory"),
-    "split_k": (r"split[- ]?k\b", r"parallelism along (?:the )?k\b", r"parallel reduction over k", r"splitting (?:the )?k\b"),
+                             r"tiles? (?:of \w+ (?:and \w+ )?)?(?:are )?loaded into (?:\w+ )?shared memory",
+                             # learned-18: the technique by its means ("Level 03: Use shared memory", "using shared memory
+                             # to reuse data", "SMEM Caching")
+                             r"(?:^|(?<=: )|(?<=- ))use (?:the )?shared memory\b",
+                             r"(?:use|using|utili[sz]\w*) (?:the )?(?:cuda |on-chip |fast )?shared memory (?:to|for) "
+                             r"(?:re-?use|cach\w+|stag\w+|speed\w*|enhanc\w+|hold (?:the )?tiles?)",
+                             r"(?:smem|shared memory) caching",
+                             # learned-19: the tile of a thread block, staged in shared memory ("2D block tiling")
+                             r"(?:[12]d )?(?:thread ?)?block ?tiling"),
+    "split_k": (r"split[- ]?k\b", r"parallelism along (?:the )?k\b", r"parallel reduction over k", r"splitting (?:the )?k\b",
+                # learned-19: the decoding form, split along the keys and values ("Split along the KV sequence length to
+                # occupy the GPU", "split the K/V sequence and reduce partial outputs", "split the kv_ctx dimension")
+                r"split\w* (?:along |over |across )?(?:the )?(?:kv|k/v)(?![a-z])"),
     "memory_coalescing": (r"coalesc\w+", r"consecutive memory locations", r"contiguous (?:memory )?access",
                           r"accesses are (?:not )?consecutive"),
-    "register_blocking": (r"register blocking", r"register tiling", r"register[- ]level tiles?"),
+    "register_blocking": (r"register blocking", r"register tiling", r"register[- ]level tiles?",
+                          # learned-19: the GEMM tutorials' names for it ("2D block tiling and 2D thread tiling",
+                          # "Warptiling"), and "tiles of data to be stored in registers"
+                          r"(?:[12]d )?thread ?tiling", r"warp ?tiling",
+                          r"tiles? (?:of data )?(?:to be |are )?(?:stored|kept|held) in registers"),
     "loop_unrolling": (r"loop unrolling", r"unroll\w*"),
     "reduce_block_size": (r"smaller (?:blocks|block size|tiles)", r"reduc\w+ (?:the )?block[_ ]size"),
     "increase_occupancy": (r"(?:increase|raise|higher|improve|maximi[sz]e)\w* (?:the )?occupancy",
@@ -137,7 +181,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
                                    # swizzling the order of thread blocks, not the layout of shared memory
                                    r"(?:thread ?block|block|tile|cta|program)[- ]?swizzl\w*",
                                    r"swizzl\w* \(?raster\w+",
-                                   r"super[- ]?group"),
+                                   r"super[- ]?group",
+                                   # learned-19: "using swizzle access mode to increase L2 cache hit ratio", "Reorders the
+                                   # program IDs ... for improved L2 cache behavior", "ordering thread blocks"
+                                   r"swizzl\w*(?: \w+){0,2}(?=[^.]{0,60}\bl2\b)", r"reorder\w* (?:the )?(?:program|block|cta|tile)[- ]?ids?",
+                                   r"order(?:ing)? (?:of )?(?:the )?thread ?blocks"),
     "block_row_mode": (r"block[- ]row mode", r"(?:several|multiple) rows per program", r"block_row"),
     "hoist_invariant_loads": (r"hoist\w*", r"loop[- ]invariant loads?"),
     "sm_count_grid": (r"grid sized to the (?:sm|multiprocessor) count", r"one (?:cta|block|program) per sm"),
@@ -167,7 +215,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "fused_normalization": (r"fused (?:layer|rms|group)?\s?norm\w*",),
     "algebraic_simplification": (r"algebraic simplification", r"algebraic(?:ally)? (?:rewrite|identit)"),
     # the Reviewer's measurement protocol
-    "measure_warmup": (r"warm[- ]?ups?\b", r"warm[- ]?up (?:iterations|runs|loops?)"),
+    "measure_warmup": (r"warm[- ]?ups?\b", r"warm[- ]?up (?:iterations|runs|loops?)",
+                       # learned-18: the first runs set aside, said without "warm-up" ("ignore the first few
+                       # iterations", "the first time you run JAX code, it will be slower", "warm the GPU")
+                       r"(?:ignor|discard|skip|exclud|drop)\w* (?:the )?first (?:few |\w+ )?(?:iterations|runs|calls|launch\w*)",
+                       r"first (?:time you run|run|call|iteration)s?\b[^.]{0,40}\bslower",
+                       r"(?:re)?warm(?:s|ed)? (?:the )?(?:gpu|device)\b", r"rewarm\w*", r"warmed[- ]up", r"pre-?heat\w*"),
     "measure_cold_l2": (r"(?:flush|clear|clean|cold)\w* (?:the )?(?:device )?l2", r"l2 (?:cache )?flush\w*", r"buffer rotation",
                         r"rotat\w+ (?:the )?(?:input )?buffers", r"caches? (?:are |is )?[\"']?cold"),
     "measure_device_events": (r"cuda ?events?", r"cudaeventrecord", r"nsight[- ]systems",
@@ -182,7 +235,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
                             r"(?:run|profil\w*|measur\w*|tim\w+|repeat\w*) (?:\w+ ){0,4}several times",
                             r"\bp50\b",
                             r"timing intervals?",
-                            r"confidence intervals?"),
+                            r"confidence intervals?",
+                            # learned-19: "The performance can vary, sometimes up to 25%, from one measurement to another",
+                            # "over a large number of iterations"
+                            r"from one (?:measurement|run) to (?:another|the next)",
+                            r"over a large number of (?:iterations|runs|trials|repetitions)"),
     "measure_correctness_trials": (r"compar\w+ (?:the )?(?:results?|outputs?) (?:to|with|against) (?:a |the )?reference",
                                    r"reference (?:program|implementation)", r"unit tests?", r"correctness (?:checks?|tests?)",
                                    r"check(?:s|ing)? (?:the )?correctness", r"smoke tests?", r"validat\w+ (?:basic )?correctness",
@@ -190,7 +247,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "measure_interleaved": (r"interleav\w+",),
     "measure_clock_control": (r"lock\w* (?:the )?(?:gpu |memory )?clocks?", r"clock (?:speed|frequenc\w+|variation|variability)",
                               r"fixed[- ]frequency", r"gpc frequenc\w+", r"clocks? (?:to )?(?:reach|settle|stabili[sz])",
-                              r"(?:thermal|power|clock) throttl\w+", r"boost clocks?", r"power (?:cap|limit)s?\b"),
+                              r"(?:thermal|power|clock) throttl\w+", r"boost clocks?", r"power (?:cap|limit)s?\b",
+                              # learned-18: "Lock GPU frequencies", "fix GPU clock and memory clock", "when GPU clocks
+                              # are unlocked", "disable GPU boost"
+                              r"(?:lock|fix)\w* (?:the )?(?:gpu |sm |memory )?(?:clocks?|frequenc\w+)",
+                              r"clocks? (?:\w+ ){0,3}(?:un)?locked\b", r"disabl\w+ (?:the )?(?:gpu )?boost"),
 }
 
 

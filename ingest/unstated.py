@@ -12,12 +12,14 @@ say. Each was a class of error a person found when judging extracted items on th
 - a remedy whose technique neither the sentence, its list item's label nor a heading above names (it came from meaning
   or the previous sentence), or whose technique only a heading or label names while the sentence says nothing of a
   remedy nor states the problem the technique answers; and "increase occupancy by reducing register pressure", where
-  the bottleneck's reduction is the means;
+  the bottleneck's reduction is the means; a bottleneck named as the technique's own ("the low tensor core utilization
+  of Flash Attention"); an item of a list of examples ("Example scenarios:");
 - a precondition read from a build instruction ("clone the repo and build it"), from an obligation
   ("kernels need to be built"), or from the technique's own name ("flash-attention" names attention);
 - a detection threshold read from a result ("achieving over 99% fetch efficiency");
-- what is planned, not done ("for future work, split-K is a potential speed-up we'll investigate"), and how to extend
-  a tool ("to add a new fused kernel, add two Python files");
+- what is planned, not done ("for future work, split-K is a potential speed-up we'll investigate", "still under
+  progress"), and how to extend a tool ("to add a new fused kernel, add two Python files");
+- a table row's evidence for a node the row does not name (its heading's): the row states its figures of its own;
 - a name in another of its senses (lexicon.OTHER_SENSES: "pipeline parallelism" is no software pipelining);
 - a bottleneck named as the contrast ("memory bound (and not compute bound)", "launch-bound rather than bandwidth-bound");
 - evidence for a protocol step read from a sentence and section that speak of no measurement, timing or
@@ -62,7 +64,9 @@ POINTS_ELSEWHERE = re.compile(
 # learned-16: what is planned, not what holds ("For future work, SplitK ... is a potential speed up we'll investigate")
 PLANNED = re.compile(r"\bfuture work\b|\bleft (?:as|for) (?:a )?future\b|\bin a future (?:release|version|post)\b|"
                      r"\bwe(?:[’']ll| will| plan to| intend to| hope to)\s+(?:\w+\s+)?(?:investigate|explore|look into|"
-                     r"study|consider|experiment)\b|\bnot yet (?:implemented|supported|available)\b", re.I)
+                     r"study|consider|experiment)\b|\bnot yet (?:implemented|supported|available)\b|"
+                     # learned-18: "Several performance improvements are still under progress, including ..."
+                     r"\b(?:still|currently) (?:under|in) (?:progress|development)\b|\bwork in progress\b", re.I)
 # Slide bullets flattened into one line: an agenda or an outline, not a statement.
 BULLETS = re.compile(r"[❖•▪◦►■➢]|(?<=\s)o(?=\s)")
 # A line ending in a colon that only points at what follows ("This is exactly what the shared memory approach
@@ -128,6 +132,12 @@ BUILD = re.compile(r"\b(?:clone|install\w*|pip|build (?:it|them|from source)|fro
                    r"docker|repo(?:sitory)?)\b", re.I)
 OBLIGATION = re.compile(r"\b(?:needs? to|required to|requires? (?:us|you|the user|the programmer) to)\b", re.I)
 MEANS = re.compile(r"\bby (?:reduc\w+|lower\w+|avoid\w+|eliminat\w+|minimi[sz]\w+|cutting)\b", re.I)
+# learned-18: "... solve the problem of low tensor core utilization of Flash Attention": the bottleneck is the technique's
+# own, not what it removes
+OWNED_BY = r"\s+of\s+(?:the\s+|an?\s+)?"
+# learned-18: a list's lead line announcing examples ("Example scenarios:", "Examples:"): each item names its nodes as an
+# example does after "such as", stating no remedy ("- Stencil computations with shared memory caching")
+EXAMPLES_LEAD = re.compile(r"\bexamples?(?:\s+\w+)?\W*:\s*$", re.I)
 # "when CUDA graph is enabled, we support ...": the technique is a condition of the sentence, not its remedy
 CONDITION_BEFORE = re.compile(r"\b(?:when|if|while|once)\s+(?:\w+\s+){0,3}$", re.I)
 CONDITION_AFTER = re.compile(r"^\s+(?:is|are)\s+(?:enabled|used|on|active|applied|set|turned on)\b", re.I)
@@ -229,6 +239,9 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
     if (claim.relation == "SUPPORTS" and claim.subject.kind in ("Technique", "Bottleneck")
             and MEASURING_VERB.match(text) and (MEASURE.search(text) or TIMING.search(text))):
         return "an instruction on how to measure, not a statement about the node"
+    # learned-19: a table row states its figures of the node its cells name, nothing of its heading's node
+    if claim.relation == "SUPPORTS" and header and claim.subject.id and claim.subject.id not in spans:
+        return "a table row, and the node is not in it"
     if claim.relation in ("SUPPORTS", "ADDRESSED_BY", "GAIN"):
         told = claim.object if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef) else claim.subject
         if told.id in spans and past_first_cell(text, spans[told.id], header, named):
@@ -238,6 +251,8 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
             return "named as the other side of an analogy"
     if claim.relation == "SUPPORTS" and claim.subject.id:
         return _evidence_unstated(claim.subject, text, spans.get(claim.subject.id))
+    if claim.relation == "ADDRESSED_BY" and EXAMPLES_LEAD.search(heading):
+        return "an item of a list of examples, not a remedy"
     if claim.relation == "ADDRESSED_BY" and isinstance(claim.object, EntityRef):
         return _remedy_unstated(claim.object.id, text, spans.get(claim.object.id), spans.get(claim.subject.id), headed)
     if claim.relation in ("REQUIRES", "FORBIDDEN_WHEN") and isinstance(claim.object, Condition):
@@ -372,11 +387,20 @@ def _remedy_unstated(technique_id: str, text: str, technique: Mention | None, bo
         return "both named in passing, in one series"
     if bottleneck is not None and technique.end <= bottleneck.start and MEANS.search(text, technique.end, bottleneck.start):
         return "the bottleneck's reduction is the means"
+    if bottleneck is not None and _owned(text, bottleneck, technique):
+        return "the bottleneck is the technique's own"
     if MEANS.match(text, technique.end + 1):
         return "the technique is the goal, not the means"  # "maximize occupancy by minimizing registers"
     if CONDITION_BEFORE.search(text[:technique.start]) and CONDITION_AFTER.match(text[technique.end:]):
         return "the technique is a condition"
     return ""
+
+
+def _owned(text: str, bottleneck: Mention, technique: Mention) -> bool:
+    """The bottleneck is named as the technique's own: "of" and the technique's name as the sentence writes it follow it
+    ("low tensor core utilization of Flash Attention"), wherever else the sentence names the technique."""
+    name = re.escape(text[technique.start:technique.end])
+    return re.match(rf"{OWNED_BY}{name}(?!\w)", text[bottleneck.end:], re.I) is not None
 
 
 def _states_problem(text: str, bottleneck: Mention | None) -> bool:

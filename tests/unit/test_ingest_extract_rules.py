@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -147,10 +148,10 @@ def test_sentences_respect_abbreviations_and_decimals(tmp_path):
 
 
 def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_opt_in(extractor, tmp_path):
-    """learned-17 by default; precision-17 when asked for, dropping what its model finds unstated."""
+    """learned-19 by default; precision-19 when asked for, dropping what its model finds unstated."""
     linker = extractor.linker
     default, with_model = RuleExtractor(linker), RuleExtractor(linker, RuleSettings(precision=True))
-    assert (default.version, with_model.version) == ("learned-17", "precision-17")
+    assert (default.version, with_model.version) == ("learned-19", "precision-19")
     doc = tmp_path / "doc.md"
     doc.write_text("# Memory bandwidth\n\nKernel fusion removes the intermediate writes that make a chain of "
                    "pointwise kernels memory-bound.\n\nSee the fusion section, `fuse=True`, kernel fusion, tiling.\n")
@@ -165,7 +166,7 @@ def test_the_sense_check_is_opt_in(extractor):
     """sense-8 when asked for; without an embedding model it keeps every claim (nothing to compare by meaning)."""
     linker = extractor.linker
     checked = RuleExtractor(linker, RuleSettings(sense=True))
-    assert checked.version == "sense-15" and RuleExtractor(linker).sense is None
+    assert checked.version == "sense-17" and RuleExtractor(linker).sense is None
     claim = Claim(EntityRef("Technique", "software_pipelining"), "SUPPORTS", None, 0.7,
                   Span("The graphics pipeline has many stages.", "offset 0"), "rules")
     assert checked.sense.filter([claim], linker) == [claim]
@@ -294,3 +295,21 @@ def test_learned13_a_describing_column_names_the_subject_of_a_labelled_row(extra
     assert ("memory_coalescing", "SUPPORTS", "") in triples(extractor, tmp_path, text)
     baseline = text.replace("Kernel Description", "Reference baseline")  # a column that does not describe the row
     assert ("memory_coalescing", "SUPPORTS", "") not in triples(extractor, tmp_path, baseline)
+
+
+def test_learned19_a_measured_table_row_is_not_far_by_meaning():
+    """learned-19: "2: GMEM Coalescing | 1986.5 | 8.5%" is far by meaning from the node's text, yet its subject cell
+    names the node and states its measured figure; the same far evidence from a sentence is still dropped."""
+    far = (("sentence_similarity", 0.1),)
+    row = Claim(EntityRef("Technique", "memory_coalescing"), "SUPPORTS", None, 0.8, Span("q", "l"), "rules",
+                signals=far + (("measured_row", 1.0),))
+    assert not far_by_meaning(row) and far_by_meaning(replace(row, signals=far))
+
+
+def test_learned19_a_table_row_gives_no_evidence_to_its_headings_node(extractor, tmp_path):
+    """learned-19: a row that names a technique in its describing column is read, but says nothing of the
+    bottleneck its heading names."""
+    text = ("# FP32 GEMM on CUDA cores\n\n| GEMM Kernel | Latency (ms) | Kernel Description |\n| --- | --- | --- |\n"
+            "| Custom GEMM Kernel V03 | 8.9 | 2D block tiling and 1D thread tiling |\n")
+    found = {t[0] for t in triples(extractor, tmp_path, text)}
+    assert "shared_memory_tiling" in found and "fp32_gemm_on_cuda_cores" not in found

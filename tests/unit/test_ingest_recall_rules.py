@@ -196,3 +196,65 @@ def test_learned17_a_number_format_s_short_name_is_proposed(proposals, tmp_path)
     found = _proposed(proposals, tmp_path, "# Formats\n\nUsing gf4 currently carries a ~5% perplexity penalty but "
                       "increases inference speed by ~75% and halves the model size.\n")
     assert "gf4" in found and not any("currently" in name for name in found)
+
+
+@pytest.mark.parametrize("text, node", [
+    ("- Level 04: Use tensor cores (WMMA)", "tensor_core_unused"),
+    ("All the FP32 GEMM kernels cannot utilize the NVIDIA Tensor Cores.", "tensor_core_unused"),
+    ("It solves the problem of low tensor core utilization in the decoding stage.", "tensor_core_unused"),
+    ("All parameters for D=64 and D=128 are pre-tuned on MI250X and hard coded.", "autotune_launch"),
+    ("Run the profiler to find the best kernel configuration for the given shape.", "autotune_launch"),
+    ("For benchmarks it will be even more important to ignore the first few iterations.", "measure_warmup"),
+    ("The first time you run the code, it will be slower because it is being compiled.", "measure_warmup"),
+    ("It is best to fix GPU clock and memory clock.", "measure_clock_control"),
+    ("Speedups differ across runs when GPU clocks are unlocked.", "measure_clock_control"),
+    ("We fuse all the operations in MHA into a single kernel.", "kernel_fusion"),
+    ("Per-op overhead is dominating; larger jitted regions give the compiler more to fuse.", "launch_overhead"),
+    ("When the batch is small, kernel launching is the bottleneck.", "launch_overhead"),
+    ("- Level 03: Use shared memory", "shared_memory_tiling"),
+    ("- Data Reuse: using shared memory to reuse data of matrix A and B", "shared_memory_tiling")])
+def test_learned18_nodes_said_in_other_words(lexicon, text, node):
+    """learned-18: tensor cores put to use, tuning and warm-up said plainly, clocks fixed, one kernel for several
+    operations, per-op overhead and shared memory used to reuse data name their nodes."""
+    assert node in _ids(lexicon, text)
+
+
+@pytest.mark.parametrize("text, node", [
+    ("The H100 tensor cores deliver 989 TFLOPS.", "tensor_core_unused"),
+    ("Thanks for help with utilizing TensorCores from within CUDA.", "tensor_core_unused"),
+    ("Performance tuning of the whole application took a week.", "autotune_launch"),
+    ("Types used in the same kernel must differ.", "kernel_fusion"),
+    ("Items handled in a single kernel execution are counted.", "kernel_fusion"),
+    ("The kernel doesn't use the shared memory at all.", "shared_memory_tiling"),
+    ("A warm cache gives the same time.", "measure_warmup")])
+def test_learned18_the_same_words_without_their_sense_name_nothing(lexicon, text, node):
+    assert node not in _ids(lexicon, text)
+
+
+@pytest.mark.parametrize("text, node", [
+    ("6: Vectorized Mem Access | 18237.3 | 78.4%", "vectorized_access"),
+    ("This enables 128-bit vector memory accesses which lead to efficient CUDA kernels.", "vectorized_access"),
+    ("All loads use maximum vector length for peak efficiency.", "vectorized_access"),
+    ("L2 Cache: using swizzle access mode to increase L2 cache hit ratio", "grouped_tile_rasterization"),
+    ("Reorders the program IDs (PIDs) of the generated kernel for improved L2 cache behavior.",
+     "grouped_tile_rasterization"),
+    ("2D block tiling and 2D thread tiling", "register_blocking"),
+    ("2D block tiling and 2D thread tiling", "shared_memory_tiling"),
+    ("10: Warptiling | 21779.3 | 93.7%", "register_blocking"),
+    ("CUTLASS requires tiles of data to be stored in registers for high-bandwidth access.", "register_blocking"),
+    ("Split along the KV sequence length to occupy the GPU with enough work", "split_k"),
+    ("Underfilled grids may instead split the K/V sequence and reduce partial outputs.", "split_k"),
+    ("Distribute the work on enough blocks and threads to fill up the GPU.", "low_parallelism"),
+    ("The performance can vary, sometimes up to 25%, from one measurement to another.", "measure_repetitions")])
+def test_learned19_nodes_said_in_other_words(lexicon, text, node):
+    """learned-19: the GEMM tutorials' names for vector access, tile orders and tiling levels, split-KV, filling the
+    GPU and run-to-run variation name their nodes."""
+    assert node in _ids(lexicon, text)
+
+
+@pytest.mark.parametrize("text, node", [
+    ("The shared memory layout is swizzled to avoid bank conflicts.", "grouped_tile_rasterization"),
+    ("The KV cache is split into pages.", "split_k"),
+    ("The CPU does not enqueue kernels fast enough to keep the GPU busy.", "low_parallelism")])
+def test_learned19_the_same_words_without_their_sense_name_nothing(lexicon, text, node):
+    assert node not in _ids(lexicon, text)

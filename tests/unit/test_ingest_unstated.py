@@ -307,3 +307,21 @@ def test_learned17_how_to_extend_a_tool_is_no_evidence(lexicon):
                   "add two Python files.") == "how to extend a tool, not what the technique does"
     assert reason(lexicon, evidence("kernel_fusion"),
                   "Kernel fusion keeps the intermediate in registers, so it is never written to DRAM.") == ""
+
+
+def test_learned18_work_in_progress_the_problem_of_a_technique_and_a_list_of_examples(lexicon):
+    """learned-18: improvements "still under progress" are planned; "the problem of low tensor core utilization of
+    Flash Attention" is the technique's own problem; an item under "Example scenarios:" names an example, no remedy."""
+    assert reason(lexicon, remedy("launch_overhead", "autotune_launch"),
+                  "Several performance improvements are still under progress, including reducing the host-side "
+                  "overhead and tuning tile sizes.") == "planned or future work, not stated as done"
+    text = ("It mainly refers to Flash Attention, which can solve the problem of low tensor core utilization of Flash "
+            "Attention in the decoding stage.")
+    assert reason(lexicon, remedy("tensor_core_unused", "flash_attention"), text) == "the bottleneck is the technique's own"
+    assert reason(lexicon, remedy("tensor_core_unused", "flash_attention"),
+                  "Flash Attention solves the low tensor core utilization of small batches.") == ""
+    stencil = "- Stencil computations with shared memory caching"
+    assert reason(lexicon, remedy("compute_limited", "shared_memory_tiling"), stencil,
+                  heading="Compute-intensive kernels > Example scenarios:") == "an item of a list of examples, not a remedy"
+    assert reason(lexicon, remedy("compute_limited", "shared_memory_tiling"), stencil,
+                  heading="Compute-intensive kernels > What to do:") == ""
