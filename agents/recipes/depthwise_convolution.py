@@ -11,6 +11,8 @@ and no TF32: exact fp32 like cuDNN's CUDA-core path. Neighbouring taps read the 
 so DRAM sees each input element about once and each output element once, which is the roofline of a
 stencil this thin. The input is read through its strides, so a channels-last input needs no layout
 copy. The bias, and the pointwise epilogue the builder attaches, are applied before the one store.
+Where the window slides by one row, the rolled form (_rolled_taps) walks a strip of ROLL output rows
+instead, loading each input row once into the KH output rows it feeds.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ UNROLL = 2  # input rows a step, their loads in flight together
 
 
 def rolled_by_default(g: dict[str, Any]) -> bool:
+    """Rows of the vector form, a window wider than one column, sliding by one row."""
     return g["ow"] >= VECTOR_MIN_WIDTH and g["kernel"][1] > 1 and rolls(g)
 
 
@@ -221,7 +224,8 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     if rolled:  # a strip of ROLL rows a program, its tiles consecutive
         p.update(BLOCK_H=p["ROLL"], tile_major=True)
     else:
-        p.pop("ROLL", None), p.pop("UNROLL", None)
+        for key in ("ROLL", "UNROLL"):
+            p.pop(key, None)
     io = FusedIO(region, graph)
     x_ptr = io.add(g["x"])
     w_ptr = io.add(Attr(f"{anchor.module}.weight"))
@@ -235,11 +239,11 @@ def depthwise_unit(name: str, region: Region, graph: Graph, params: dict[str, An
     else:  # planes on axis 0: the programs in flight together hold the same tile of different planes, and a
         # tile's halo rows come from DRAM again when the plane's next tile runs
         place = [f"plane = {program_id(0, io.wide)}", f"tile = {program_id(1, io.wide)}"]
-    body = place + ["n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)",
-                    "oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)"]
+    body = place + ["n = plane // C_OUT", "oc = plane % C_OUT", "tiles_w = tl.cdiv(OW, BLOCK_W)"]
     if rolled:
-        body = body[:-1] + _rolled_taps(x_ptr, w_ptr, g, groups, p["vector"], p["ROLL"], p.get("UNROLL", 1), io, b_ptr)
+        body += _rolled_taps(x_ptr, w_ptr, g, groups, p["vector"], p["ROLL"], p.get("UNROLL", 1), io, b_ptr)
     else:
+        body.append("oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)")
         body += _vector_taps(x_ptr, w_ptr, groups, kw, sw, pw, dw) if p["vector"] else _tap_loop(x_ptr, w_ptr)
         if b_ptr is not None:
             body.append(f"acc += tl.load({b_ptr} + oc).to(tl.float32)")
