@@ -9,14 +9,16 @@ sentence of the document states something about it: that sentence is its evidenc
 description. A title whose head noun says nothing of its kind ("CPU Offloading", "MXFP8 Training on B200 GPUs")
 names a Technique when a sentence under it opens with that name and a verb of benefit ("regional compilation
 significantly reduces the time taken to compile"); the speedups the sentences under the title state for it are its
-gains. Proposals carry the nearest existing nodes, for `kskill skills review`.
+gains. A table row under a speedup header whose subject cell names a number format or a technique the graph lacks
+("| `fp8` | `fp16` | 22.95 | 1.9x |") proposes it, with the row's factor as its gain (learned-20). Proposals carry the
+nearest existing nodes, for `kskill skills review`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .claims import Claim, EntityRef, Span
 from .linking import EntityLinker
@@ -24,6 +26,7 @@ from .loaders import Document
 from .passages import Passage, is_statement
 from .claimants import PHRASE_WORD, called_names, claims_for, defined_name, means_names, spelled_acronyms, subject_name
 from .relations import APPLY, MEASURE, MEASURE_HEADING, NEGATION as NEGATED, REMEDY, gains_of
+from .tables import cell_index, format_named, speedup_owner, reads_whole, speedups, subject_cell, subject_text, table_row
 
 SAME_STEP = 0.75  # cosine of a candidate's name and a protocol step's text above which they are one step
 MAX_PROPOSALS = 8  # per document: a long guide names many things, the review queue should stay short
@@ -104,8 +107,10 @@ class ProposalFinder:
                      if is_statement(t)]
             for cand in self._candidates(doc, headings, page, body, below):
                 key = cand.name.lower()
-                if key not in found or cand.score > found[key].score:
-                    found[key] = cand
+                held = found.get(key)
+                best = cand if held is None or cand.score > held.score else held
+                # one name, one proposal: the speedups its other mentions state are its gains too
+                found[key] = best if held is None else replace(best, gains=_merged(held.gains, cand.gains))
         candidates = [c for c in found.values() if not any(m.kind == c.kind for m in self.linker.mentions(c.name))]
         matches = self._matches(candidates)
         fresh = _distinct(sorted((c for c in candidates if not self._exists(c, matches[c.name.lower()])),
@@ -146,6 +151,7 @@ class ProposalFinder:
                     below: list[tuple[str, Span]]):
         """`below`: the statements of this section and of the sections under it."""
         context = " ".join(text for text, _ in body)
+        yield from self._row_techniques(doc, body)  # a table's rows are no statements, yet state their speedups
         statements = [(t, s) for t, s in body if is_statement(t)]
         if not statements:
             return
@@ -199,6 +205,30 @@ class ProposalFinder:
                 kind = self._kind(name, context, headings, explicit=False) or "Technique"
                 claimed = [(t, s) for t, s in below if claims_for(t, name)]
                 yield Candidate(name, kind, span, context, CLAIMED, _gains(name, claimed))
+
+    def _row_techniques(self, doc: Document, body: list[tuple[str, Span]]):
+        """A table row with a factor under a speedup header, whose subject cell names no node of the graph but a
+        number format ("| `fp8` | `fp16` | 22.95 | 1.9x |", "| MXFP8 for Grouped GEMMs only | ... | 1.404x |") or a
+        name with a technique's head noun: that format or name is a Technique, the row its evidence and its factors
+        its gains. A speedup header that names what was sped up ("MXFP8 speedup vs BF16", "Async TP speedup") names
+        the subject instead, a format or nothing (tables.speedup_owner)."""
+        for text, span in body:
+            row = table_row(doc.text, doc.raw, _offset(span))
+            factors = speedups(text, row.headers) if row is not None and reads_whole(row, text) else ()
+            if not factors:
+                continue
+            named = self.linker.mentions(text)
+            where = subject_cell(text, row.headers, named)
+            if any(m.kind in ("Technique", "Bottleneck") for m in named if cell_index(text, m.start) == where):
+                continue  # an existing node's speedup: the claim rules read it
+            owner = speedup_owner(row.headers)
+            if owner:  # "MXFP8 speedup vs BF16": the format sped up is the header's, whatever the row's subject
+                name = format_named(owner)
+            else:
+                cell = subject_text(text, row.headers, named)
+                name = format_named(cell) or (cell if TECHNIQUE_HEADS.search(cell) else "")
+            if name and _plausible(name):
+                yield Candidate(name, "Technique", span, text, CLAIMED, tuple((g, span) for g in factors))
 
     def _titled_technique(self, name: str, below: list[tuple[str, Span]]):
         """A title whose head noun says nothing of its kind ("CPU Offloading", "Regional Compilation") names a
@@ -283,11 +313,15 @@ def _proper_name(words: str) -> bool:
 def _gains(name: str, statements: list[tuple[str, Span]]) -> tuple[tuple[float, Span], ...]:
     """The speedups the statements that name `name` state (gains_of, every factor of a sentence), first six, once
     each."""
+    return _merged(*(tuple((g, span) for g in gains_of(text)) for text, span in statements if _mentions(text, name)))
+
+
+def _merged(*groups: tuple[tuple[float, Span], ...]) -> tuple[tuple[float, Span], ...]:
+    """Speedups of one name from several candidates, in order, once each, first six."""
     found: dict[float, Span] = {}
-    for text, span in statements:
-        if _mentions(text, name):
-            for g in gains_of(text):
-                found.setdefault(g, span)
+    for gains in groups:
+        for g, span in gains:
+            found.setdefault(g, span)
     return tuple(found.items())[:MAX_GAINS]
 
 

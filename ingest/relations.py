@@ -18,7 +18,7 @@ from kskill.graph_schema.model import Condition
 from .claims import Claim, EntityRef, Span
 from .lexicon import Mention
 from .linking import SIDE_ABOUT, EntityLinker, PassageLinks
-from .tables import figures as row_figures, measured_subjects
+from .tables import figures as row_figures, measured_subjects, speedup_owner, speedups
 
 REMEDY = re.compile(
     r"\b(?:avoid\w*|reduc\w+|minimi[sz]\w+|eliminat\w+|prevent\w*|mitigat\w+|hid(?:e|es|ing)|fix\w*|remov\w+|solv\w+|"
@@ -412,7 +412,15 @@ class ClaimRules:
         sentence naming none, for the technique its nearest heading names (a section on one technique states its
         results without repeating its name). Each factor a sentence naming the technique states is one claim
         (gains_of); a sentence naming none gives its heading's technique the first ("We obtain 1.3x and 1.9x speedups"
-        under a kernel-fusion heading: both factors were of the whole system, tune material)."""
+        under a kernel-fusion heading: both factors were of the whole system, tune material). A table row's factors
+        under a speedup header are the gains of the one technique its subject cell names (learned-20)."""
+        factors = speedups(view.text, view.header)
+        if factors:  # under "Async TP speedup", a row's quantization mode is where it was measured, not what gains
+            subjects = {m.id for m in measured_subjects(view.text, view.header, view.named) if m.kind == "Technique"}
+            if len(subjects) != 1 or speedup_owner(view.header):
+                return []
+            subject = EntityRef("Technique", subjects.pop())
+            return [self._claim(subject, "GAIN", None, 0.6, view, "gain", gain=g) for g in factors]
         gains = gains_of(view.text)
         techniques = view.of_kind("Technique")
         if not gains or len(techniques) > 1:

@@ -8,6 +8,10 @@ number, "Custom GEMM Kernel V01"), a column whose header says it describes the r
 subject instead. learned-13 reads one claim from such a row: evidence for the technique or bottleneck its subject cell
 names, when some cell holds a figure under a header naming a measure (time, bandwidth, FLOPS, a speedup, a percentage);
 a row of flags and defaults, or of yes and no, states no measured figure and gives nothing.
+
+learned-20 reads a speedup from a row: under a header naming a speedup ("Speedup vs `fp16`", "MXFP8 speedup vs
+BF16"), a cell holding a factor ("1.9x", "**2.04x**", "1.431") is the speedup of what the row's subject cell names
+(`| `fp8` | `fp16` | 22.95 | 1.9x |`): of the technique it names, or of the number format it names.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from dataclasses import dataclass
 from .lexicon import Mention
 
 CELL = "|"
-# The line under a markdown table's header: `| :---: | --- |`.
-SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+# The line under a markdown table's header: `| :---: | --- |`, or with one hyphen a cell, as GitHub allows (`|- |- |`).
+SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$|^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)+\|?\s*$")
 # A header naming a measure: what a number under it was measured as.
 MEASURE_HEADER = re.compile(r"speed-?up|latency|\btimes?\b|duration|throughput|bandwidth|flops|flop/s|\bgb/s|\btb/s|"
                             r"\bms\b|\bus\b|µs|%|percent|performance|efficiency|utili[sz]ation|tokens?/s|"
@@ -29,6 +33,13 @@ MEASURE_HEADER = re.compile(r"speed-?up|latency|\btimes?\b|duration|throughput|b
 DESCRIBING_HEADER = re.compile(r"\b(?:description|technique|optimi[sz]ation|method|approach|strategy)s?\s*$", re.I)
 # A cell holding one figure, maybe marked up or with its unit: "640.915", "`1986.5`", "96.1%", "1.39x", "~3 ms".
 FIGURE_CELL = re.compile(r"[`*~≈<>]*\s*\d[\d,]*(?:\.\d+)?\s*(?:x|×|%|[A-Za-zµ/]{1,8})?\s*[`*]*")
+# A header naming a speedup: the figure under it says how many times faster the row's subject ran.
+SPEEDUP_HEADER = re.compile(r"speed-?ups?|\bx-?fold\b", re.I)
+# A cell holding one factor: "1.9x", "**2.04x**", "~1.5×", or a bare "1.431" (a whole number needs its "x": a bare
+# "4" under a speedup header is as often a count).
+FACTOR_CELL = re.compile(r"[`*~≈]*\s*(\d+\.\d+\s*(?:x|×)?|\d+\s*(?:x|×))\s*[`*]*", re.I)
+# A number format's name: what a quantization table's rows compare ("fp8", "int4", "MXFP8", "float8", "w8a8").
+NUMBER_FORMAT = re.compile(r"\b(?:(?:mx|nv)?fp\d{1,2}|u?int\d{1,2}|bf16|float\d{1,2}|bfloat16|w\d{1,2}a\d{1,2})\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -107,3 +118,40 @@ def measured_subjects(text: str, headers: Sequence[str], named: Sequence[Mention
         return []
     where = subject_cell(text, headers, named)
     return [m for m in named if m.kind in ("Technique", "Bottleneck") and cell_index(text, m.start) == where]
+
+
+def speedups(text: str, headers: Sequence[str]) -> tuple[float, ...]:
+    """The factors a row's text states under headers naming a speedup, once each; only those above 1 (the baseline's
+    "1.0x" gains nothing) and at most 100 (beyond, a count more likely than a speedup)."""
+    cells = split_cells(text)
+    found = []
+    for i, cell in enumerate(cells):
+        m = FACTOR_CELL.fullmatch(cell) if i < len(headers) and SPEEDUP_HEADER.search(headers[i]) else None
+        factor = float(m.group(1).rstrip("x× ")) if m else 0.0
+        if 1.0 < factor <= 100 and factor not in found:
+            found.append(factor)
+    return tuple(found)
+
+
+def speedup_owner(headers: Sequence[str]) -> str:
+    """What the first speedup header names before its word for speedup, as what was sped up ("Async TP speedup" ->
+    "Async TP", "MXFP8 speedup vs BF16" -> "MXFP8"); "" when it names nothing ("Speedup vs `fp16`"): then the row's
+    subject is what was sped up, and otherwise the row's subject is only the configuration it was measured in."""
+    for header in headers:
+        found = SPEEDUP_HEADER.search(header)
+        if found:
+            return header[:found.start()].strip(" `*_-:()")
+    return ""
+
+
+def subject_text(text: str, headers: Sequence[str], named: Sequence[Mention]) -> str:
+    """The text of the cell naming a row's subject (subject_cell), its markup stripped: "`fp8`" -> "fp8"."""
+    cells = split_cells(text)
+    where = subject_cell(text, headers, named)
+    return cells[where].strip("`*_ ") if where < len(cells) else ""
+
+
+def format_named(text: str) -> str:
+    """The number format a cell or header names ("MXFP8 for Grouped GEMMs only" -> "MXFP8"), or ""."""
+    found = NUMBER_FORMAT.search(text)
+    return found.group(0) if found else ""

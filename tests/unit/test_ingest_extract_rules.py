@@ -15,6 +15,7 @@ from kskill.ingest.loaders import load_document
 from kskill.ingest.passages import is_statement
 from kskill.ingest.relations import SentenceView
 from kskill.ingest.segment import sentences
+from kskill.ingest.tables import SEPARATOR, speedups
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
 
@@ -148,10 +149,10 @@ def test_sentences_respect_abbreviations_and_decimals(tmp_path):
 
 
 def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_opt_in(extractor, tmp_path):
-    """learned-19 by default; precision-19 when asked for, dropping what its model finds unstated."""
+    """learned-20 by default; precision-20 when asked for, dropping what its model finds unstated."""
     linker = extractor.linker
     default, with_model = RuleExtractor(linker), RuleExtractor(linker, RuleSettings(precision=True))
-    assert (default.version, with_model.version) == ("learned-19", "precision-19")
+    assert (default.version, with_model.version) == ("learned-20", "precision-20")
     doc = tmp_path / "doc.md"
     doc.write_text("# Memory bandwidth\n\nKernel fusion removes the intermediate writes that make a chain of "
                    "pointwise kernels memory-bound.\n\nSee the fusion section, `fuse=True`, kernel fusion, tiling.\n")
@@ -166,7 +167,7 @@ def test_the_sense_check_is_opt_in(extractor):
     """sense-8 when asked for; without an embedding model it keeps every claim (nothing to compare by meaning)."""
     linker = extractor.linker
     checked = RuleExtractor(linker, RuleSettings(sense=True))
-    assert checked.version == "sense-17" and RuleExtractor(linker).sense is None
+    assert checked.version == "sense-18" and RuleExtractor(linker).sense is None
     claim = Claim(EntityRef("Technique", "software_pipelining"), "SUPPORTS", None, 0.7,
                   Span("The graphics pipeline has many stages.", "offset 0"), "rules")
     assert checked.sense.filter([claim], linker) == [claim]
@@ -313,3 +314,49 @@ def test_learned19_a_table_row_gives_no_evidence_to_its_headings_node(extractor,
             "| Custom GEMM Kernel V03 | 8.9 | 2D block tiling and 1D thread tiling |\n")
     found = {t[0] for t in triples(extractor, tmp_path, text)}
     assert "shared_memory_tiling" in found and "fp32_gemm_on_cuda_cores" not in found
+
+
+def test_learned20_speedups_are_read_under_a_speedup_header_only():
+    """learned-20: a factor under a header naming a speedup, above the baseline's 1.0x; a bare whole number is no
+    factor, nor a figure under another header."""
+    headers = ("Weight Precision", "Activation Precision", "Time Per Output Token (ms)", "Speedup vs `fp16`")
+    assert speedups("| `fp8` | `fp16` | 22.95 | 1.9x |", headers) == (1.9,)
+    assert speedups("| `fp16` | `fp16` | 42.52 | 1.0x |", headers) == ()
+    assert speedups("| 4 | 4096 | 81 | **2.04x** |", ("M", "K", "kbit (us)", "Speedup")) == (2.04,)
+    assert speedups("| 4 | 4096 | 81 | 3 |", ("M", "K", "kbit (us)", "Speedup")) == ()
+    assert speedups("| tiling | 1.5x |", ("Change", "Time ratio")) == ()
+    assert SEPARATOR.match("|-   |-   | -  |") and not SEPARATOR.match("- an item")
+
+
+def test_learned20_a_table_rows_speedup_is_the_gain_of_the_technique_it_names(extractor, tmp_path):
+    """learned-20: "| Kernel fusion | 0.8 | 1.5x |" under a speedup header: kernel fusion's gain."""
+    text = "# Steps\n\n| Change | Time (ms) | Speedup |\n| --- | --- | --- |\n| Kernel fusion | 0.8 | 1.5x |\n"
+    assert ("kernel_fusion", "GAIN", "1.5") in triples(extractor, tmp_path, text)
+    other = text.replace("Speedup", "Occupancy")  # no speedup header: no gain
+    assert not any(t[1] == "GAIN" for t in triples(extractor, tmp_path, other))
+
+
+def test_learned20_a_table_row_naming_a_number_format_proposes_it_with_its_speedup(extractor, tmp_path):
+    """learned-20: a row whose subject cell names a number format the graph lacks proposes it, the row's factor its
+    gain; the baseline format a header names after "vs" gains nothing."""
+    text = ("# Serving\n\n| Weight Precision | Activation Precision | Time (ms) | Speedup vs `fp16` |\n"
+            "|- |- |- |- |\n| `fp16` | `fp16` | 42.52 | 1.0x |\n| `fp8` | `fp16` | 22.95 | 1.9x |\n"
+            "| Llama | `fp16` | 20.1 | 2.1x |\n")
+    path = tmp_path / "doc.md"
+    path.write_text(text)
+    gains = {(c.subject.name, c.gain) for c in extractor.extract(load_document(path)) if c.relation == "GAIN"}
+    assert ("fp8", 1.9) in gains
+    assert not any(name.lower() == "fp16" for name, _ in gains)
+
+
+def test_learned20_a_speedup_header_naming_what_was_sped_up_takes_the_rows_subject_place(extractor, tmp_path):
+    """learned-20: under "Async TP speedup" a row's quantization mode is where the speedup was measured: float8 gains
+    nothing; under "MXFP8 speedup vs BF16" a row of a count of GPUs gives MXFP8 its factor."""
+    text = ("# Results\n\n| Quantization | Vanilla TP tokens/sec | Async TP tokens/sec | Async TP speedup |\n"
+            "| --- | --- | --- | --- |\n| float8 tensorwise | 809.8 | 942.4 | 1.16 |\n\n# Scaling\n\n"
+            "| Number of GPUs | BF16 tokens/sec | MXFP8 tokens/sec | MXFP8 speedup vs BF16 |\n| --- | --- | --- | --- |\n"
+            "| 512 | 6169 | 7401 | 1.20x |\n")
+    path = tmp_path / "doc.md"
+    path.write_text(text)
+    gains = {(c.subject.name, c.gain) for c in extractor.extract(load_document(path)) if c.relation == "GAIN"}
+    assert gains == {("MXFP8", 1.2)}
