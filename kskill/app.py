@@ -77,7 +77,7 @@ class RunId(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value)
         if not self.PATTERN.fullmatch(text) or ".." in text:
-            self.fail(f"{text!r} is not a run id (letters, digits, '.', '_', '-'; "
+            self.fail(f"{text!r} is not a run id (a letter or digit, then letters, digits, '.', '_', '-'; "
                       "`kskill runs list` shows them)", param, ctx)
         return text
 

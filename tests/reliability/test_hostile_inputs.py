@@ -47,7 +47,9 @@ text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_ch
 @FUZZ
 @given(run_id=text)
 def test_run_ids_from_anywhere(kskill, run_id):
-    for command in (["audit"], ["runs", "show"], ["optimize", "--resume"]):
+    # "--" ends the options: a run id such as "-/" is then an argument, as a user would pass it (without it,
+    # the parser answers "No such option '-/'", exit 2); --resume takes the next word as its value whatever it is
+    for command in (["audit", "--"], ["runs", "show", "--"], ["optimize", "--resume"]):
         code, err = kskill(*command, run_id)
         handled(code, err)
         assert code != 0, "no such run exists"
