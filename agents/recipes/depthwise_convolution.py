@@ -17,7 +17,6 @@ instead, loading each input row once into the KH output rows it feeds.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from kskill.agents.recipes.base import AnchorRecipe, Lowering
@@ -182,14 +181,14 @@ def _rolled_taps(x_ptr: str, w_ptr: str, g: dict[str, Any], groups: list[int], v
                 name = f"v{ci}_{i}_{u}"
                 if vector:
                     loads.append(f"{name} = tl.load({row} + ig{i} * sxw, mask=hv & gv{i}, other=0.0).to(tl.float32)")
-                    loads += [re.sub(r"\bc(\d+)\b", rf"c\1_{ci}_{u}", ln) for ln in take_apart(name, i, lead)]
+                    loads += take_apart(name, i, lead, suffix=f"_{ci}_{u}")
                 else:
                     loads.append(f"{name} = tl.load({row} + iw{i} * sxw, mask=hv & wv{i}, other=0.0).to(tl.float32)")
     for u in range(unroll):  # then each row into its output rows, the first of them finished and stored
         for ci in range(g["cin_g"]):
             for m in parts:
                 for k in range(kw):
-                    value = f"{column(groups, m, sw, pw, k, dw)}_{ci}_{u}" if vector else f"v{ci}_{k}_{u}"
+                    value = column(groups, m, sw, pw, k, dw, f"_{ci}_{u}") if vector else f"v{ci}_{k}_{u}"
                     finish += [f"{slot(j, m)} += {value} * w{ci}_{kh - 1 - j}_{k}" for j in range(kh)]
         done = put_together([slot(0, m) for m in parts], "[BLOCK_W]") if vector else slot(0, None)
         finish += [f"oh = oh0 + t + {u - (kh - 1)}", f"acc = {done}"]

@@ -33,17 +33,18 @@ def group_columns(groups: list[int], sw: int, lane: str = "q") -> list[str]:
     return [f"ig{i} = ({lane} * {VECTOR * sw} + {VECTOR * g})[:, None] + cg[None, :]" for i, g in enumerate(groups)]
 
 
-def take_apart(tile: str, index: int, lead: str) -> list[str]:
+def take_apart(tile: str, index: int, lead: str, suffix: str = "") -> list[str]:
     """Statements splitting group `index`'s loaded `tile` ([*lead, VECTOR]) into its columns, named
-    c{VECTOR * index} .. c{VECTOR * index + 3} ([*lead] each)."""
+    c{VECTOR * index}{suffix} .. c{VECTOR * index + 3}{suffix} ([*lead] each); `suffix` keeps apart the columns of
+    several rows held at once."""
     c = VECTOR * index
     return [f"{tile}a, {tile}b = tl.split(tl.reshape({tile}, [{lead}, 2, 2]))",
-            f"c{c}, c{c + 2} = tl.split({tile}a)", f"c{c + 1}, c{c + 3} = tl.split({tile}b)"]
+            f"c{c}{suffix}, c{c + 2}{suffix} = tl.split({tile}a)", f"c{c + 1}{suffix}, c{c + 3}{suffix} = tl.split({tile}b)"]
 
 
-def column(groups: list[int], m: int, sw: int, pw: int, k: int, dw: int) -> str:
-    """The column name holding window offset k of the lane's output m."""
-    return f"c{m * sw - pw + k * dw - VECTOR * groups[0]}"
+def column(groups: list[int], m: int, sw: int, pw: int, k: int, dw: int, suffix: str = "") -> str:
+    """The column name holding window offset k of the lane's output m (of the row take_apart named by `suffix`)."""
+    return f"c{m * sw - pw + k * dw - VECTOR * groups[0]}{suffix}"
 
 
 def put_together(parts: list[str], shape: str) -> str:

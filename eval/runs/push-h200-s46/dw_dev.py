@@ -1,10 +1,11 @@
 """Development timings (not product figures): the depthwise convolution's rolled form (a program walks a strip of
 ROLL output rows, each input row loaded once and added into the KH output rows it belongs to) against the direct
 form (the default: tiles of 2 x 256 in the vector form). Run from the checkout's root on the GPU machine after
-eval/runs/setup_gpu.sh: python3 -P eval/runs/push-h200-s46/dw_dev.py [roll|unroll]"""
-import importlib.util, sys, tempfile
-import torch, triton
-from kskill.agents.recipes.builder import build_candidate
+eval/runs/setup_gpu.sh: python3 -P eval/runs/push-h200-s46/dw_dev.py [roll|unroll] (the harness: eval/runs/dev_timing.py;
+calls 1 and 2 ran the same loop written out in this file)."""
+import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from dev_timing import time_forms  # noqa: E402
 
 WHICH = sys.argv[1] if len(sys.argv) > 1 else "roll"
 if WHICH == "roll":  # call 1: strips, tile widths, warps, the vector form or not
@@ -26,33 +27,4 @@ else:  # call 2 ("unroll"): input rows a step, over strips, 256 columns over 2 w
                        "level1/86_conv_depthwise_separable_2D.py")}
 
 
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod); return mod
-
-
-for problem, forms in FORMS.items():
-    src = open(f".kb/{problem}").read()
-    ref_mod = load(f".kb/{problem}", "ref")
-    torch.manual_seed(0)
-    ref = ref_mod.Model(*ref_mod.get_init_inputs()).cuda().eval()
-    x = [t.cuda() for t in ref_mod.get_inputs()]
-    with torch.no_grad():
-        want = ref(*x)
-        t_ref = triton.testing.do_bench(lambda: ref(*x), warmup=25, rep=100, return_mode="median")
-    print(f"{problem[:36]:36s} eager {t_ref:.3f} ms", flush=True)
-    for params in forms:
-        try:
-            cand = build_candidate(src, ["depthwise_convolution"], params)
-            f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False); f.write(cand.source); f.close()
-            mod = load(f.name, f"c{abs(hash(str(params)))}")
-            torch.manual_seed(0)
-            new = mod.ModelNew(*ref_mod.get_init_inputs()).cuda().eval()
-            with torch.no_grad():
-                err = (new(*x) - want).abs().max().item()
-                t = triton.testing.do_bench(lambda: new(*x), warmup=25, rep=100, return_mode="median")
-            used = {k: v for p in cand.params.values() for k, v in p.items()}
-            print(f"{problem[:36]:36s} {str(used):100s} err={err:.1e} {t:.3f} ms", flush=True)
-        except Exception as e:
-            print(f"{problem[:36]:36s} {params} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
-    del ref, x, want; torch.cuda.empty_cache()
+time_forms(FORMS, ["depthwise_convolution"])
