@@ -32,7 +32,7 @@ from typing import Any
 from kskill.agents.reviewer.backend_rules import check_triton_backend
 from kskill.eval.baselines import BaselineSettings, run_baselines, start_worker
 from kskill.eval.processes import CHILDREN, launcher_argv, signal_group
-from kskill.eval.roofline import roofline_in_subprocess
+from kskill.eval.roofline import LAUNCH_FACTS, roofline_in_subprocess
 from kskill.eval.suite import SuiteProblem
 
 OnState = Callable[[str, str, float | None], None]  # (problem id, state, best speedup so far)
@@ -232,7 +232,7 @@ def compose_row(problem: SuiteProblem, settings: EvalSettings, summary: dict[str
     row.update(_compile_fields(settings, baseline, row["eager_ms"], row["kskill_ms"]))
     row.update(roofline_ms=roof_ms, roofline_fraction=roof_ms / row["kskill_ms"] if roof_ms and row["kskill_ms"] else None,
                eager_roofline_fraction=roof_ms / row["eager_ms"] if roof_ms and row["eager_ms"] else None,
-               **{k: roof_facts.get(k) for k in ("flops", "bytes_moved", "dtype")})
+               **{k: roof_facts.get(k) for k in ("flops", "bytes_moved", "dtype", *LAUNCH_FACTS)})
     verdict = check_triton_backend(module_source) if module_source is not None else None
     row.update(kb_triton_rules=verdict.passed if verdict else None,
                kb_rule_errors="; ".join(map(str, verdict.errors)) if verdict else "",

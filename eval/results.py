@@ -28,6 +28,7 @@ ROW_FIELDS = [
 COMPILE_FIELDS = ["{c}_ms", "{c}_vs_eager", "speedup_{c}", "{c}_correct_strict", "{c}_correct_compatible", "{c}_error"]
 TAIL_FIELDS = [
     "roofline_ms", "roofline_fraction", "eager_roofline_fraction", "flops", "bytes_moved", "dtype", "roofline_note",
+    "est_kernel_launches", "est_launch_work_us",
     "optimize_speedup", "iterations_to_best", "reviewed", "techniques", "stop_reason", "kskill_error",
     "optimize_wall_s", "time_limit_s", "baseline_wall_s", "wall_s", "tokens", "cost_usd", "timings_representative", "l2_flush_bytes",
     "run_id",

@@ -18,10 +18,12 @@ from typing import Any
 from kskill.eval.processes import CHILDREN
 
 TIMEOUT_S = 300
+LAUNCH_FACTS = ("est_kernel_launches", "est_launch_work_us")
 
 
 def roofline(problem_path: Path, device_name: str) -> dict[str, Any]:
-    """{"roofline_ms", "flops", "bytes_moved", "dtype", "roofline_note"} for this problem on this GPU."""
+    """{"roofline_ms", "flops", "bytes_moved", "dtype", "roofline_note"} for this problem on this GPU, with the
+    static launch estimate ("est_kernel_launches", "est_launch_work_us") that tells a launch-bound forward."""
     from kskill.agents.features import reference_features
     from kskill.agents.gpus import lookup
     from kskill.agents.observations import Observations, roofline_seconds
@@ -31,7 +33,8 @@ def roofline(problem_path: Path, device_name: str) -> dict[str, Any]:
     obs = Observations.merge(features=features, profile={}, gpu=spec)
     roof_s = roofline_seconds(obs, spec) if spec is not None else None
     facts = {"flops": obs.get("flops"), "bytes_moved": obs.get("bytes_moved"), "dtype": obs.get("dtype"),
-             "roofline_ms": roof_s * 1e3 if roof_s is not None else None, "roofline_note": ""}
+             "roofline_ms": roof_s * 1e3 if roof_s is not None else None, "roofline_note": "",
+             **{k: obs.get(k) for k in LAUNCH_FACTS}}
     if spec is None:
         facts["roofline_note"] = f"{device_name!r} is not in the GPU peak table (agents/gpus.py)"
     elif roof_s is None:

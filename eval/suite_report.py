@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kskill.agents.gpus import lookup
+from kskill.graph_schema.skillbase import read_builtin
 from kskill.eval.metrics import P_VALUES, geomean
 from kskill.eval.plots import PLOTS, draw_all
 
@@ -30,6 +31,7 @@ WITHIN = 0.03
 BELOW_COMPILE = 0.9
 # A memory-bound problem counts as at its roofline when kskill's time is within this factor of the roofline's.
 NEAR_ROOFLINE = 1.25
+LAUNCH_BOUND = "launch_bound_estimate"  # the skill base's bottleneck whose signature tells a launch-bound forward
 
 
 @dataclass
@@ -210,11 +212,23 @@ def memory_bound(row: dict[str, Any]) -> bool:
     return bool(ridge and flops is not None and moved) and flops / moved < ridge
 
 
+def launch_bound(row: dict[str, Any]) -> bool:
+    """Whether the skill base's static launch-bound signature (bottlenecks.yaml, LAUNCH_BOUND) holds for the row:
+    many kernels, each with less work at the roofline than a launch costs. Such a forward's time is set by its
+    launches, so the roofline of its bytes is no bound it could approach."""
+    payload = read_builtin().payload
+    signature = [payload.nodes[(e.end_label, e.end)] for e in payload.edges
+                 if e.rel == "DETECTED_BY" and e.start == LAUNCH_BOUND]
+    return bool(signature) and all(c.holds(row.get(c.metric)) for c in signature)
+
+
 def roofline_section(rows: list[dict[str, Any]]) -> Section | None:
     """The memory-bound problems kskill solved, against their roofline: how many are within NEAR_ROOFLINE of it,
-    and each that is not, with its fraction and what kskill applied."""
-    bound = [r for r in rows if r.get("correct_strict") and r.get("roofline_fraction") and memory_bound(r)]
-    if not bound:
+    and each that is not, with its fraction and what kskill applied. Launch-bound ones are named apart."""
+    solved = [r for r in rows if r.get("correct_strict") and r.get("roofline_fraction") and memory_bound(r)]
+    launched = [r for r in solved if launch_bound(r)]
+    bound = [r for r in solved if r not in launched]
+    if not solved:
         return None
     near = [r for r in bound if r["roofline_fraction"] >= 1 / NEAR_ROOFLINE]
     far = sorted((r for r in bound if r not in near), key=lambda r: r["roofline_fraction"])
@@ -226,7 +240,15 @@ def roofline_section(rows: list[dict[str, Any]]) -> Section | None:
                   [[f"`{r['problem']}`", fmt(r["flops"] / r["bytes_moved"], ".2f"), fmt(r.get("roofline_ms"), ".3f"),
                     fmt(r.get("kskill_ms"), ".3f"), share(r["roofline_fraction"]), r.get("techniques") or "reference"]
                    for r in far])
-    return Section("Memory-bound problems against their roofline", [head] + ([table] if far else []))
+    apart = [f"{len(launched)} more {'is' if len(launched) == 1 else 'are'} launch-bound by the static estimate ({LAUNCH_BOUND}: "
+             f"{', '.join(_launch_text(r) for r in launched)}), so their bytes' roofline is not their bound."] \
+        if launched else []
+    return Section("Memory-bound problems against their roofline", [head] + ([table] if far else []) + apart)
+
+
+def _launch_text(row: dict[str, Any]) -> str:
+    return (f"`{row['problem']}` {row['est_kernel_launches']} kernels of {row['est_launch_work_us']:.2f} us each, "
+            f"{share(row['roofline_fraction'])} of its roofline")
 
 
 def below_reason(row: dict[str, Any]) -> str:

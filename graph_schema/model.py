@@ -102,6 +102,19 @@ class Condition(Node):
         operand = {"values": value} if op == "in" else {"value": value}
         return cls(id=stable_id("cond", metric, op, value), metric=metric, op=op, text=text, **operand)
 
+    def holds(self, seen: Any) -> bool | None:
+        """This condition over an observed value, as the Planner's query evaluates it (planner_queries._verdict);
+        None when the value was not observed or cannot be compared."""
+        if seen is None or not self.metric:
+            return None
+        try:
+            return {"<": lambda: seen < self.value, "<=": lambda: seen <= self.value, ">": lambda: seen > self.value,
+                    ">=": lambda: seen >= self.value, "==": lambda: seen == self.value,
+                    "!=": lambda: seen != self.value, "in": lambda: seen in (self.values or []),
+                    "is_true": lambda: seen is True}[self.op]()
+        except TypeError:
+            return None
+
     @classmethod
     def proposed(cls, text: str) -> Condition:
         """A condition named by its clause only, for review: no metric evaluates it."""

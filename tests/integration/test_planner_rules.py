@@ -509,3 +509,18 @@ def test_a_guard_on_a_proposed_edge_blocks_only_when_proposed_claims_are_admitte
     assert Planner(empty_store).plan({"x": 3}).selected == "t"
     widened = Planner(empty_store, statuses=("accepted", "proposed")).plan({"x": 3})
     assert widened.selected is None and reasons(widened) == {"t": "forbidden when x > 2: it holds"}
+
+
+def test_a_condition_holds_in_python_as_the_planners_query_finds_it(empty_store: GraphStore):
+    """Condition.holds (the eval report's launch-bound check) agrees with the Cypher that the Planner runs."""
+    specs = [("a", "<", 3), ("a", "<=", 5), ("a", ">", 5), ("a", ">=", 5), ("a", "==", 5), ("a", "!=", 5),
+             ("a", "in", [1, 5]), ("b", "is_true"), ("c", "is_true"), ("d", ">", 1), ("e", "==", True)]
+    _skills(empty_store, {f"b{i}": [spec] for i, spec in enumerate(specs)}, {"t": {}},
+            [(f"b{i}", "t", {"priority": 1, "expected_gain": 1.1}) for i in range(len(specs))])
+    seen = {"a": 5, "b": True, "c": False, "e": True}  # d is not observed
+    plan = Planner(empty_store).plan(seen)
+    by_id = {b.id: b.checks[0].held for b in plan.bottlenecks}
+    python = {f"b{i}": Condition.of(*spec).holds(seen.get(spec[0])) for i, spec in enumerate(specs)}
+    assert python == by_id
+    assert [python[f"b{i}"] for i in range(len(specs))] == [False, True, False, True, True, False, True, True,
+                                                           False, None, True]

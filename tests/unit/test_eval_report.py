@@ -181,16 +181,23 @@ def test_a_folder_of_evaluation_folders_compares_as_one_evaluation(tmp_path):
 def test_the_report_counts_memory_bound_problems_within_reach_of_their_roofline(tmp_path):
     """On an H200 (fp32 ridge 67 TFLOP/s over 4.8 TB/s, about 14 FLOP/byte): a problem of 0.5 FLOP/byte is
     memory-bound, one of 100 is not; of the two memory-bound ones, the one at 90 % of its roofline is within 1.25x,
-    the one at 40 % is listed with its fraction."""
-    def problem(name: str, kskill_ms: float, roof_ms: float, flops: int, moved: int) -> dict:
+    the one at 40 % is listed with its fraction. A network of ten kernels whose work at the roofline is 0.02 us each
+    is launch-bound by the skill base's static signature: named apart, not counted against its bytes' roofline."""
+    def problem(name: str, kskill_ms: float, roof_ms: float, flops: int, moved: int, launches: int = 1) -> dict:
         p = SuiteProblem(f"level1/{name}", 1, Path(f"/x/level1/{name}.py"))
+        facts = {"flops": flops, "bytes_moved": moved, "dtype": "float32", "est_kernel_launches": launches,
+                 "est_launch_work_us": roof_ms * 1e3 / launches}
         return compose_row(p, SETTINGS, optimize_summary(True, 2.0), "", worker_result(2.0, kskill_ms, 1.5),
-                           TRITON_MODULE, roof_ms, {"flops": flops, "bytes_moved": moved, "dtype": "float32"})
+                           TRITON_MODULE, roof_ms, facts)
 
     results_folder(tmp_path, 1.0, [problem("1_near", 1.0, 0.9, 10, 20), problem("2_far", 1.0, 0.4, 10, 20),
-                                   problem("3_compute", 1.0, 0.4, 2000, 20)])
+                                   problem("3_compute", 1.0, 0.4, 2000, 20),
+                                   problem("4_launches", 1.0, 0.0002, 10, 20, launches=10)])
     section = (tmp_path / "report.md").read_text().split("## Memory-bound problems against their roofline")[1]
     assert section.strip().splitlines()[0].startswith("2 problems solved correctly are memory-bound")
     assert "1 of them run within 1.25x of their roofline (at least 80% of it)" in section
     assert "| `level1/2_far` | 0.50 | 0.400 | 1.000 | 40% | kernel_fusion |" in section
     assert "1_near" not in section and "3_compute" not in section
+    assert section.count("4_launches") == 1
+    assert ("1 more is launch-bound by the static estimate (launch_bound_estimate: `level1/4_launches` 10 kernels of "
+            "0.02 us each, 0% of its roofline)") in section
