@@ -241,7 +241,8 @@ def roofline_section(rows: list[dict[str, Any]]) -> Section | None:
                     fmt(r.get("kskill_ms"), ".3f"), share(r["roofline_fraction"]), r.get("techniques") or "reference"]
                    for r in far])
     apart = [f"{len(launched)} more {'is' if len(launched) == 1 else 'are'} launch-bound by the static estimate ({LAUNCH_BOUND}: "
-             f"{', '.join(_launch_text(r) for r in launched)}), so their bytes' roofline is not their bound."] \
+             f"{', '.join(_launch_text(r) for r in launched)}): kernel launches, not bytes, set "
+             f"{'its' if len(launched) == 1 else 'their'} time."] \
         if launched else []
     return Section("Memory-bound problems against their roofline", [head] + ([table] if far else []) + apart)
 
