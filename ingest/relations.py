@@ -83,7 +83,7 @@ GAIN = re.compile(
 # times the old (the reading "22.9% speedup" already had), and the text's own ratios agree (0.394 ms -> 0.346 ms
 # printed as "+14%"). What is improved by the percentage must not be another quantity: memory, accuracy, a hit rate.
 PERCENT_SPEEDUP = re.compile(
-    r"\b(?:improv(?:e|es|ed|ing)|speeds? up|sped up|accelerat\w+|boost(?:s|ed)?|faster|outperform\w*|"
+    r"\b(?:improv(?:e|es|ed|ing)|speeds? up|sped up|accelerat(?:e|es|ed|ing)|boost(?:s|ed)?|faster|outperform\w*|"
     r"increas\w+ (?:the )?(?:[\w-]+ )?(?:throughput|performance|speed))\b"
     r"(?P<what>[^.;:,%]{0,40}?)\bby (?:up to |about |around |roughly |nearly |almost |over |more than |~\s*)?"
     r"(?P<p>\d{1,3}(?:\.\d+)?)\s*%"

@@ -38,6 +38,7 @@ def test_a_percentage_cut_of_a_time_is_the_inverse_of_what_remains(text, factors
     "The smaller tile reduces register use by 25% per thread.",  # a count of registers, not a time
     "Occupancy rose to 75% after the change.",  # a percentage of a resource
     "Profiling showed that 40% of the time is spent in the softmax.",  # a share of a time
+    "Each accelerator in the pod is busier by 20% at peak.",  # an accelerator, no verb of speed
 ])
 def test_a_percentage_that_is_no_speedup_gives_no_factor(text):
     assert gains_of(text) == []
