@@ -77,6 +77,48 @@ GAIN = re.compile(
     r"|(?:speed-?up|improvement) of (?:up to |about |~)?(\d+(?:\.\d+)?)\s*(?:x|×)"
     r"|(?<![\w.])(\d{1,3}(?:\.\d+)?)\s*%\s*(?:faster|speed-?up|higher throughput|improvement|better performance|"
     r"increase in (?:throughput|performance|speed))", re.I)
+# learned-21: a percentage a verb of speed takes, "improved 16384 by 5.70%", "can run faster by 2%", "outperform ... by
+# up to 40%", "increase throughput by more than 20%", or a signed one beside a mean of speedups, "+50.06% geomean". A
+# percentage gain of speed or throughput p% is the factor 1 + p/100: "p% faster" says the new rate is (1 + p/100)
+# times the old (the reading "22.9% speedup" already had), and the text's own ratios agree (0.394 ms -> 0.346 ms
+# printed as "+14%"). What is improved by the percentage must not be another quantity: memory, accuracy, a hit rate.
+PERCENT_SPEEDUP = re.compile(
+    r"\b(?:improv(?:e|es|ed|ing)|speeds? up|sped up|accelerat(?:e|es|ed|ing)|boost(?:s|ed)?|faster|outperform\w*|"
+    r"increas\w+ (?:the )?(?:[\w-]+ )?(?:throughput|performance|speed))\b"
+    r"(?P<what>[^.;:,%]{0,40}?)\bby (?:up to |about |around |roughly |nearly |almost |over |more than |~\s*)?"
+    r"(?P<p>\d{1,3}(?:\.\d+)?)\s*%"
+    r"|(?<![\w.])\+\s*(?P<signed>\d{1,3}(?:\.\d+)?)\s*%\s*(?:geo-?mean|geometric mean|speed-?up)", re.I)
+# A percentage cut of a time is the factor 1 / (1 - p/100): the same work in (1 - p/100) of the time ("reduces the
+# latency by 50%" is 2x, not 1.5x); only below 100%.
+PERCENT_TIME_CUT = re.compile(
+    r"\b(?:reduc\w+|cut(?:s|ting)?|lower\w*|decreas\w+|shorten\w*) (?:the )?(?:[\w-]+ ){0,2}?(?:latency|"
+    r"run-?time|execution time|step time|iteration time|wall-?clock time|time)\b by (?:up to |about |around |~\s*)?"
+    r"(?P<p>\d{1,2}(?:\.\d+)?)\s*%"
+    r"|(?<![\w.])(?P<q>\d{1,2}(?:\.\d+)?)\s*% (?:lower|less|shorter|reduction in|decrease in) (?:the )?"
+    r"(?:[\w-]+ )?(?:latency|run-?time|execution time|step time|iteration time|time)\b", re.I)
+# learned-21: a factor in words or with "times", "7.93 times faster", "five times faster", "twice as fast".
+TIMES_FASTER = re.compile(r"(?<![\w.])(?P<n>\d+(?:\.\d+)?|two|three|four|five|six|seven|eight|nine|ten|twelve|"
+                          r"fifteen|twenty|fifty|hundred)\s+times\s+(?:faster|quicker|the (?:speed|throughput))\b"
+                          r"|\b(?P<twice>twice) as fast\b", re.I)
+NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+                "twelve": 12, "fifteen": 15, "twenty": 20, "fifty": 50, "hundred": 100, "twice": 2}
+# learned-21: two timings of one piece of work, before and after: "goes from 260 µs to 70 µs", "676.4ms -> 16.7ms",
+# "takes about 50 µs ... when executed normally, but only 16 µs when it is launched as a graph". The factor is the
+# first time over the second (the same work in less time); only a fall counts (a time that rises is no gain).
+TIME_UNIT = r"(?:ns|us|µs|μs|ms|s|secs?|seconds?|milliseconds?|microseconds?|nanoseconds?)"
+_TIME = r"~?\s*(?P<{0}>\d+(?:\.\d+)?)\s*(?P<{0}u>" + TIME_UNIT + r")?(?![\w/])"
+TIME_PAIR = re.compile(
+    r"\bfrom (?:about |around |roughly )?" + _TIME.format("a") + r" (?:down )?to (?:about |around |just |only )?"
+    + _TIME.format("b")
+    + r"|(?<![\w.])" + _TIME.format("c") + r"\s*(?:->|→|=>)\s*" + _TIME.format("d")
+    + r"|(?<![\w.])" + _TIME.format("e") + r"[^.;]{0,80}?\bbut (?:only|just) (?:about )?" + _TIME.format("f"), re.I)
+SECONDS = {"ns": 1e-9, "nanosecond": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "microsecond": 1e-6, "ms": 1e-3,
+           "millisecond": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0}
+# A sentence that illustrates the one before it.
+EXAMPLE = re.compile(r"^\W*(?:for (?:example|instance)|e\.g\.|as an example)\b", re.I)
+# What a percentage improves when it is no speed: "improves memory usage by 30%", "boosts accuracy by 2%".
+NOT_SPEED = re.compile(r"\b(?:memory|accuracy|perplexity|loss|size|footprint|usage|quality|scores?|utili[sz]ation|"
+                       r"occupancy|efficiency|hit rates?|ratio|power|energy|costs?|precision|capacity)\b", re.I)
 # The low end of a range of factors, "5-9x faster" (the high end is a GAIN match of its own); "2.1-fold improvement".
 RANGE_LOW = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:-|–|to)\s*\d+(?:\.\d+)?\s*(?:x|×)"
                        r"(?!\w|\s+(?:slower|longer|cheaper|smaller|fewer|less|larger|bigger))", re.I)
@@ -426,6 +468,11 @@ class ClaimRules:
         if not gains or len(techniques) > 1:
             return []
         heading = view.from_heading("Technique") if not techniques else None
+        if heading is None and not techniques and EXAMPLE.match(view.text):
+            # learned-21: "CUDA graphs solve this ... For example, an MLP takes about 50 µs ... but only 16 µs when it
+            # is launched as a graph": an example illustrates the previous sentence's one technique
+            earlier = {m.id for m in view.previous if m.kind == "Technique"}
+            heading = Mention(earlier.pop(), "Technique", 0, 0, False) if len(earlier) == 1 else None
         if heading is not None:  # its first factor only: the others often measure the whole system, not the technique
             return [self._claim(EntityRef("Technique", heading.id), "GAIN", None, 0.55, view, "gain", gain=gains[0])]
         if len(techniques) != 1 or BASELINE_BEFORE.search(view.text[:techniques[0].start]):
@@ -508,7 +555,9 @@ def gains_of(text: str) -> list[float]:
 
 def _factors(text: str) -> list[tuple[int, float | None]]:
     """The GAIN matches of a sentence: where each starts, and its factor (None for "2x" in a sentence that does not
-    speak of speed: as often a shape, "2x2 tiles", as a speedup)."""
+    speak of speed: as often a shape, "2x2 tiles", as a speedup); with learned-21's, in order: its percentages of speed
+    (PERCENT_SPEEDUP), its percentage cuts of a time (PERCENT_TIME_CUT), its factors said with "times"
+    (TIMES_FASTER) and, where it states none of these, the falls of its timings (TIME_PAIR)."""
     context = GAIN_CONTEXT.search(text) is not None
     out: list[tuple[int, float | None]] = []
     for m in GAIN.finditer(text):
@@ -518,7 +567,42 @@ def _factors(text: str) -> list[tuple[int, float | None]]:
             out.append((m.start(), float(m.group(2))))
         else:
             out.append((m.start(), round(1 + float(m.group(3)) / 100, 3)))
+    for m in PERCENT_SPEEDUP.finditer(text):
+        if m.group("signed"):
+            out.append((m.start(), round(1 + float(m.group("signed")) / 100, 3)))
+        elif not NOT_SPEED.search(m.group("what")):
+            out.append((m.start("p"), round(1 + float(m.group("p")) / 100, 3)))
+    for m in PERCENT_TIME_CUT.finditer(text):
+        p = float(m.group("p") or m.group("q"))
+        out.append((m.start(), round(1 / (1 - p / 100), 3)))
+    for m in TIMES_FASTER.finditer(text):
+        n = m.group("n") or m.group("twice")
+        out.append((m.start(), float(NUMBER_WORDS.get(n.lower(), 0) or n)))
+    if not out:  # "676.4ms -> 16.7ms => 40x speed up": the factor stated stands for its timings
+        out = _time_falls(text)
+    return sorted(out, key=lambda found: found[0])
+
+
+def _time_falls(text: str) -> list[tuple[int, float]]:
+    """The factors two timings of one piece of work state, before over after, where the time falls (TIME_PAIR); each
+    timing needs its unit, or the second's stands for both ("from 120 to 40 us")."""
+    out = []
+    for m in TIME_PAIR.finditer(text):
+        first, second = next((a, b) for a, b in ("ab", "cd", "ef") if m.group(a) is not None)
+        unit_b = m.group(second + "u")
+        unit_a = m.group(first + "u") or unit_b
+        if not unit_b or (m.group(first + "u") is None and first == "e"):
+            continue  # a bare number before "but only 16 µs" may be anything
+        before = float(m.group(first)) * _seconds(unit_a)
+        after = float(m.group(second)) * _seconds(unit_b)
+        if after > 0 and 1.0 < before / after <= 100:  # beyond, a part of the work ("spin 600us -> 3us")
+            out.append((m.start(), round(before / after, 3)))
     return out
+
+
+def _seconds(unit: str) -> float:
+    unit = unit.lower()
+    return SECONDS.get(unit, SECONDS.get(unit.rstrip("s"), 1.0))
 
 
 def _clause(text: str, at: int) -> str:

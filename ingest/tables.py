@@ -11,7 +11,8 @@ a row of flags and defaults, or of yes and no, states no measured figure and giv
 
 learned-20 reads a speedup from a row: under a header naming a speedup ("Speedup vs `fp16`", "MXFP8 speedup vs
 BF16"), a cell holding a factor ("1.9x", "**2.04x**", "1.431") is the speedup of what the row's subject cell names
-(`| `fp8` | `fp16` | 22.95 | 1.9x |`): of the technique it names, or of the number format it names.
+(`| `fp8` | `fp16` | 22.95 | 1.9x |`): of the technique it names, or of the number format it names. learned-21 reads a
+percentage there too ("+20.3%" under "Speedup over BF16" is 1.203x; PERCENT_CELL).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ SPEEDUP_HEADER = re.compile(r"speed-?ups?|\bx-?fold\b", re.I)
 # A cell holding one factor: "1.9x", "**2.04x**", "~1.5×", or a bare "1.431" (a whole number needs its "x": a bare
 # "4" under a speedup header is as often a count).
 FACTOR_CELL = re.compile(r"[`*~≈]*\s*(\d+\.\d+\s*(?:x|×)?|\d+\s*(?:x|×))\s*[`*]*", re.I)
+# learned-21: a cell holding a percentage, "+20.0%", "**+14%**", "41.2%": under a header naming a speedup it is the
+# factor 1 + p/100 (how much faster, as the text's own timings show: 0.394 ms -> 0.346 ms is "+14%", 6.97 s -> 4.94 s
+# "41.2%"); a signed minus, "-3%", is a slowdown and no match.
+PERCENT_CELL = re.compile(r"[`*~≈]*\s*\+?\s*(\d{1,4}(?:\.\d+)?)\s*%\s*[`*]*")
 # A number format's name: what a quantization table's rows compare ("fp8", "int4", "MXFP8", "float8", "w8a8").
 NUMBER_FORMAT = re.compile(r"\b(?:(?:mx|nv)?fp\d{1,2}|u?int\d{1,2}|bf16|float\d{1,2}|bfloat16|w\d{1,2}a\d{1,2})\b", re.I)
 
@@ -121,13 +126,17 @@ def measured_subjects(text: str, headers: Sequence[str], named: Sequence[Mention
 
 
 def speedups(text: str, headers: Sequence[str]) -> tuple[float, ...]:
-    """The factors a row's text states under headers naming a speedup, once each; only those above 1 (the baseline's
-    "1.0x" gains nothing) and at most 100 (beyond, a count more likely than a speedup)."""
+    """The factors a row's text states under headers naming a speedup, once each: "1.9x", or a percentage read as
+    1 + p/100 ("+20.0%" is 1.2, learned-21); only those above 1 (the baseline's "1.0x" and "~0%" gain nothing) and at
+    most 100 (beyond, a count more likely than a speedup)."""
     cells = split_cells(text)
     found = []
     for i, cell in enumerate(cells):
-        m = FACTOR_CELL.fullmatch(cell) if i < len(headers) and SPEEDUP_HEADER.search(headers[i]) else None
-        factor = float(m.group(1).rstrip("x× ")) if m else 0.0
+        under = i < len(headers) and SPEEDUP_HEADER.search(headers[i])
+        m = FACTOR_CELL.fullmatch(cell) if under else None
+        percent = PERCENT_CELL.fullmatch(cell) if under and not m else None
+        factor = (float(m.group(1).rstrip("x× ")) if m
+                  else round(1 + float(percent.group(1)) / 100, 3) if percent else 0.0)
         if 1.0 < factor <= 100 and factor not in found:
             found.append(factor)
     return tuple(found)
