@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-20`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-18`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-17`); the default is the scorer's choice
-(`learned-20`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-21`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-19`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-18`); the default is the scorer's choice
+(`learned-21`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -88,6 +88,14 @@ factor under a header naming a speedup ("| `fp8` | `fp16` | 22.95 | 1.9x |" unde
 the technique the row's subject cell names (relations.ClaimRules._gains), or of the number format or technique the
 graph lacks that it names, proposed (proposals.ProposalFinder._row_techniques); a separator of one hyphen a cell
 (`|- |- |`) opens a table too (tables.SEPARATOR).
+learned-21 (eval/ingest/runs/proposals-session47.md) proposes more of what the graph lacks, read from prose
+(claimants.py): what a sentence recommends using for a benefit or against a cost it opens with ("To mitigate the cost you
+can use FastDivmod to pre-calculate ...", "we introduce FP16 accumulation when applicable for higher throughputs"; not
+what it says is not used) is a Technique; what a sentence opens by saying is slow or expensive ("However, integer
+division is quite slow", "Instantiating a graph is relatively expensive") is a Bottleneck; and a name that retrieval finds
+alike to an existing technique only by their shared head noun, its modifiers different ("Shape Specialization" and
+"Warp specialization"), is not that technique (proposals.another_of_its_head); a definition may put the name's acronym
+before its verb ("SmoothQuant (SQ) is a quantization algorithm").
 """
 
 from __future__ import annotations
@@ -114,12 +122,12 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-20"
+VERSION = "precision-21"
 # learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
 # candidates (eval/ingest/runs/candidates-session40.md)
-LEARNED_VERSION = "learned-20"
-SENSE_VERSION = "sense-18"  # learned-20 and the sense check (sense.py)
-RULES_VERSION = "rules-17"  # the rules alone, when no scorer is used
+LEARNED_VERSION = "learned-21"
+SENSE_VERSION = "sense-19"  # learned-21 and the sense check (sense.py)
+RULES_VERSION = "rules-18"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:
