@@ -11,7 +11,11 @@ nouns. Most of what experts expect a document to propose is named otherwise (eva
 - named as the subject of a claimed result: "SageAttention reaches 560T, 2.7x faster than FlashAttention2", "QServe
   achieves 1.2x-1.4x higher throughput", "Preallocating minimizes allocation overhead";
 - defined as a kind of method: "The Ellpack format is an effective data structure for SpMV", "X is a technique that
-  ..." (not "ABfmt is the data format of the A & B matrices": a definite article defines a parameter).
+  ..." (not "ABfmt is the data format of the A & B matrices": a definite article defines a parameter);
+- recommended for a purpose (learned-21, eval/ingest/runs/proposals-session47.md): "To mitigate the cost you can use
+  `FastDivmod` to pre-calculate the factors", "we introduce FP16 accumulation when applicable for higher throughputs";
+- said to be slow or expensive, a cost (learned-21): "However, integer division is quite slow", "Instantiating a graph
+  is relatively expensive".
 
 Each function returns candidate names, leaving their kind, whether the graph has them, and their support to the
 proposal finder. The patterns read sentence form only; none knows a document, a product or a label.
@@ -72,11 +76,40 @@ CLAIM_VERB = (r"(?:achieves?|delivers?|reaches|runs|provides?|offers?|gives?|dem
               r"manages?|precomputes?|partitions?|reuses?|keeps?)")
 SUBJECT = re.compile(rf"^\W*{SETTING}(?:the\s+)?({PHRASE})\s+(?:(?:can|could|may|will|would|also|further|often|"
                      rf"then|{ADVERB})\s+){{0,2}}{CLAIM_VERB}\b", re.I)
-# Defined as a kind of method: "The Ellpack format is an effective data structure", "X is a technique that ..."; not
+# Defined as a kind of method: "The Ellpack format is an effective data structure", "X is a technique that ...", with
+# its acronym between them ("SmoothQuant (SQ) is a quantization algorithm", learned-21); not
 # "X are the mechanism by which ..." nor "Dialects are mechanism to ..." (parts of one library, in the plural).
-DEFINED = re.compile(rf"^\W*(?:the\s+)?({PHRASE})\s+is an?\s+(?:[\w-]+\s+){{0,2}}?"
+DEFINED = re.compile(rf"^\W*(?:the\s+)?({PHRASE})(?:\s+\([A-Za-z0-9-]{{2,10}}\))?\s+is an?\s+(?:[\w-]+\s+){{0,2}}?"
                      rf"(?:technique|optimi[sz]ation|method|approach|strategy|mechanism|algorithm|scheme|trick|"
                      rf"format|data structure|data layout)s?\b", re.I)
+# learned-21: the means a sentence recommends for a purpose: "you can use `FastDivmod` to pre-calculate the factors"
+# (after "To mitigate the cost"), "we introduce FP16 accumulation when applicable for higher throughputs", "To reduce
+# the size of the cache, we use a fine-grained quantization method". The purpose after it must state a benefit, or the
+# sentence open with the cost it lowers.
+USED_FOR = re.compile(rf"\b(?:use|introduce|apply|employ|adopt|leverage)\s+(?:an?\s+|the\s+)?`?({PHRASE})`?"
+                      rf"(?:\s+(?:when|where|if)\s+(?:applicable|possible|available|supported))?"
+                      rf"(,?\s+(?:to|for|in order to)\s+|\W*$)", re.I)
+# A purpose opening the sentence that lowers a cost: "To mitigate the cost, ...", "To avoid this, ...", "To reduce the
+# size of the cache, ..." (not "To mitigate this risk", "To avoid use-before-alloc errors": no cost).
+COST_WORD = (r"(?:cost|overhead|latency|time|traffic|footprint|pressure|consumption|size|transfers?|cop(?:y|ies)|"
+             r"sync\w*|allocations?|stalls?|conflicts?|contention|bottleneck)s?")
+REMEDY_PURPOSE = re.compile(rf"^\W*(?:to|in order to)\s+(?:mitigate|reduce|avoid|minimi[sz]e|eliminate|hide|overcome|"
+                            rf"amorti[sz]e|lower|cut)\s+(?:(?:this|that|it)\s*,|(?:[\w-]+\s+){{0,4}}?{COST_WORD}\b)",
+                            re.I)
+# What is said not to be used: "does not need to use", "no need to use", "without having to use", "never use".
+NOT_USED = re.compile(r"(?:\bnot|n[’']t|\bno need|\bwithout|\bnever|\bavoid)(?:\s+(?:need|needs|have|having|has|want|"
+                      r"wants|required)?\s*(?:to)?)?\s*$", re.I)
+# A purpose that raises a speed: "for higher throughputs", "to get better performance".
+RAISED = re.compile(r"\b(?:higher|better|lower|faster|improved|reduced|increased)\s+(?:throughputs?|performance|"
+                    r"latency|speed|bandwidth|utili[sz]ation|efficiency|run-?time)\b", re.I)
+# learned-21: a thing a sentence says is slow or expensive is a cost the graph may lack: "However, integer division is
+# quite slow", "Instantiating a graph is relatively expensive" (a gerund's object may take an article); not "RSTD is
+# expensive to recompute" (what it costs to redo), nor "This stage is slow" (a pronoun).
+COSTLY = re.compile(rf"^\W*(?:however|but|unfortunately|note that|in practice)?,?\s*(?:the\s+)?"
+                    rf"((?:(?-i:[A-Za-z][a-z]+ing)\s+(?:an?\s+|the\s+)?)?{PHRASE})\s+(?:is|are)\s+"
+                    rf"(?:(?:quite|relatively|very|rather|extremely|prohibitively|fairly|notoriously|still|often|"
+                    rf"usually|generally|typically)\s+)?(?:slow|expensive|costly)\b(?!\s+to\b)",
+                    re.I)
 # Words that open a sentence without naming anything: pronouns, determiners, the document's own work.
 OPENERS = re.compile(r"^(?:this|that|these|those|it|they|we|our|you|your|he|she|there|here|which|each|every|all|"
                      r"both|such|some|many|most|one|any|other|another|no|its|their|his|her|my|in|on|for|with|by|"
@@ -141,6 +174,33 @@ def means_names(text: str) -> list[str]:
     return [n for n in out if _names_something(n)]
 
 
+def used_names(text: str) -> list[str]:
+    """What the sentence recommends using for a purpose that lowers a cost or raises speed (learned-21): "To mitigate
+    the cost you can use `FastDivmod` to pre-calculate the factors" gives "FastDivmod"; "use the profiler to save
+    the report" states no benefit and gives nothing."""
+    opening = bool(REMEDY_PURPOSE.match(text))
+    out = []
+    for m in USED_FOR.finditer(text):
+        if NOT_USED.search(text[:m.start()]):  # "the adapter does not need to use DMA translation": what is not used
+            continue
+        purpose = text[m.end():] if m.group(2).strip(" ,") else ""  # the name may end the sentence
+        if (opening or _states_result(purpose) or RAISED.search(purpose)) and _names_something(m.group(1)):
+            out.append(m.group(1))
+    return out
+
+
+def costly_name(text: str) -> str:
+    """The thing a sentence opens by saying is slow or expensive ("integer division is quite slow"), or "" (learned-21):
+    a cost, named as the sentence names it."""
+    m = COSTLY.match(text)
+    if not m:
+        return ""
+    name = m.group(1)
+    # a gerund's object is no part of the document ("Instantiating a graph"): only its first word is checked
+    gerund = re.match(r"[A-Za-z][a-z]+ing\s", name)
+    return name if (not OPENERS.match(name.split()[0]) if gerund else _names_something(name)) else ""
+
+
 def subject_name(text: str) -> str:
     """The name that opens a sentence claiming a result for it ("QServe achieves 1.2x-1.4x higher throughput",
     "Preallocating minimizes allocation overhead"), or "": the claim must state a factor or a benefit."""
@@ -153,7 +213,7 @@ def subject_name(text: str) -> str:
 def claims_for(text: str, name: str) -> bool:
     """Whether the sentence claims its result for `name`: as its subject or as its means. A sentence that only
     mentions the name ("... outperforms both FP8 CurrentScaling and FP8 Block Scaling") states another's result."""
-    return name.lower() in {n.lower() for n in (subject_name(text), *means_names(text)) if n}
+    return name.lower() in {n.lower() for n in (subject_name(text), *means_names(text), *used_names(text)) if n}
 
 
 def defined_name(text: str) -> str:

@@ -96,6 +96,15 @@ faster", "twice as fast") a factor, and two timings of one piece of work ("goes 
 only 16 µs") the first over the second when the time falls; a percentage under a speedup header in a table ("+20.0%",
 "41.2%") is read as 1 + p/100 (tables.speedups); and a sentence opening "For example" that names no technique gives
 its speedup to the one technique the sentence before it names (relations.ClaimRules._gains).
+It also (eval/ingest/runs/proposals-session47.md; the two rounds were measured apart and merged, session 47) proposes
+more of what the graph lacks, read from prose (claimants.py): what a sentence recommends using for a benefit or
+against a cost it opens with ("To mitigate the cost you can use FastDivmod to pre-calculate ...", "we introduce FP16
+accumulation when applicable for higher throughputs"; not what it says is not used) is a Technique; what a sentence
+opens by saying is slow or expensive ("However, integer division is quite slow", "Instantiating a graph is relatively
+expensive") is a Bottleneck; and a name that retrieval finds alike to an existing technique only by their shared head
+noun, its modifiers different ("Shape Specialization" and "Warp specialization"), is not that technique
+(proposals.another_of_its_head); a definition may put the name's acronym before its verb ("SmoothQuant (SQ) is a
+quantization algorithm").
 """
 
 from __future__ import annotations

@@ -10,8 +10,10 @@ description. A title whose head noun says nothing of its kind ("CPU Offloading",
 names a Technique when a sentence under it opens with that name and a verb of benefit ("regional compilation
 significantly reduces the time taken to compile"); the speedups the sentences under the title state for it are its
 gains. A table row under a speedup header whose subject cell names a number format or a technique the graph lacks
-("| `fp8` | `fp16` | 22.95 | 1.9x |") proposes it, with the row's factor as its gain (learned-20). Proposals carry the
-nearest existing nodes, for `kskill skills review`.
+("| `fp8` | `fp16` | 22.95 | 1.9x |") proposes it, with the row's factor as its gain (learned-20). What a sentence
+recommends using for a benefit is a Technique and what it says is slow or expensive a Bottleneck (learned-21,
+claimants.py); a name retrieval finds alike to a technique only by their shared head noun ("Shape Specialization",
+"Warp specialization") is not that technique. Proposals carry the nearest existing nodes, for `kskill skills review`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from .claims import Claim, EntityRef, Span
 from .linking import EntityLinker
 from .loaders import Document
 from .passages import Passage, is_statement
-from .claimants import PHRASE_WORD, called_names, claims_for, defined_name, means_names, spelled_acronyms, subject_name
+from .claimants import (PHRASE_WORD, called_names, claims_for, costly_name, defined_name, means_names, spelled_acronyms,
+                         subject_name, used_names)
 from .relations import APPLY, MEASURE, MEASURE_HEADING, NEGATION as NEGATED, REMEDY, gains_of
 from .tables import cell_index, format_named, speedup_owner, reads_whole, speedups, subject_cell, subject_text, table_row
 
@@ -139,7 +142,8 @@ class ProposalFinder:
             texts = [c.name for c in group] + [f"{c.name}. {c.evidence.quote}" for c in group]
             ranked = retriever.search_batch(texts, [kind], k=3)
             for cand, by_name, by_context in zip(group, ranked, ranked[len(group):]):
-                same = bool(by_name) and by_name[0].is_same_entity and by_name[0].id in self.linker.kind_of
+                same = (bool(by_name) and by_name[0].is_same_entity and by_name[0].id in self.linker.kind_of
+                        and not another_of_its_head(cand.name, by_name[0].name))
                 near = [h for h in by_context if h.id in self.linker.kind_of and h.is_related]
                 out[cand.name.lower()] = ([(by_name[0].id, by_name[0].score, True)] if same else []) + [
                     (h.id, h.score, False) for h in near]
@@ -190,21 +194,27 @@ class ProposalFinder:
         """Names the sentence gives by what it says of them (claimants.py). A name introduced in lower case, or
         spelled out before its acronym, takes its kind from its head noun as a capitalised one does (so does a
         phrase ending in a technique's head noun, whose support is weak: support.py keeps it below the default bar); the means or the subject of a stated benefit or factor, and a name
-        defined as a method, are Techniques unless their head noun says otherwise, with this sentence as their
-        evidence and the factors the sentences claiming a result for them state as their gains."""
+        defined as a method, and what the sentence recommends using for a benefit (learned-21), are Techniques unless
+        their head noun says otherwise, with this sentence as their evidence and the factors the sentences claiming a
+        result for them state as their gains; what it says is slow or expensive is a Bottleneck (learned-21)."""
         for name, quoted in called_names(text):
             yield from self._named(name, context, headings, 0.65, statements, explicit=quoted)
         for name in spelled_acronyms(text):
             yield from self._named(name, context, headings, 0.65, statements)
         for m in HEADED.finditer(text):  # weak support (support.py): below the default bar, seen at lower ones
             yield from self._named(m.group(1), context, headings, HEADED_SCORE, statements, head_noun_only=True)
-        said = [*means_names(text), subject_name(text), defined_name(text)]
+        said = [*means_names(text), subject_name(text), defined_name(text), *used_names(text)]
         for name in filter(None, said):
             name = " ".join(name.split()).strip(" .:-")
             if _plausible(name, camel=True) and not SETTING_HEADS.search(name):
                 kind = self._kind(name, context, headings, explicit=False) or "Technique"
                 claimed = [(t, s) for t, s in below if claims_for(t, name)]
                 yield Candidate(name, kind, span, context, CLAIMED, _gains(name, claimed))
+        # learned-21: what the sentence says is slow or expensive is a cost, unless its name is a method's
+        cost = " ".join(costly_name(text).split()).strip(" .:-")
+        if cost and _plausible(cost) and not (SETTING_HEADS.search(cost) or TECHNIQUE_HEADS.search(cost)
+                                              or PROTOCOL_HEADS.search(cost)):
+            yield Candidate(cost, "Bottleneck", span, context, CLAIMED)
 
     def _row_techniques(self, doc: Document, body: list[tuple[str, Span]]):
         """A table row with a factor under a speedup header, whose subject cell names no node of the graph but a
@@ -302,6 +312,26 @@ def _title_names(title: str) -> list[tuple[str, bool]]:
         return [(name, True) for name in [_clean_title(glossed.group(1))] if name]
     parts = [p for p in (part.strip() for part in title.split(":")) if p] if ":" in title else [title]
     return [(name, False) for name in (_clean_title(p) for p in parts) if name]
+
+
+def another_of_its_head(name: str, node_name: str) -> bool:
+    """Whether `name` is another kind of what an existing node's name names, its head noun alone in common (learned-21):
+    "Shape Specialization" is no "Warp specialization", though retrieval finds them alike by their shared head. Only a
+    technique's head noun names a family whose members its modifiers tell apart ("CUDA graphs" and "Capturing a graph"
+    are one thing)."""
+    if not TECHNIQUE_HEADS.fullmatch(name.split()[-1]):
+        return False
+    words, known = _content_words(name), _content_words(node_name)
+    head, known_head = _stem(name.split()[-1]), _stem(node_name.split()[-1]) if node_name.split() else ""
+    modifiers = {_stem(w) for w in words} - {head}
+    return (head == known_head and bool(modifiers) and len(known) > 1
+            and not modifiers & {_stem(w) for w in known})
+
+
+def _stem(word: str) -> str:
+    """A word without its plural or verbal ending, for comparing head nouns ("kernels", "specialization")."""
+    word = re.sub(r"[^a-z0-9-]", "", word.lower())
+    return re.sub(r"(?:ing|s)$", "", word) if len(word) > 4 else word
 
 
 def _proper_name(words: str) -> bool:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kskill.graph_schema.skillbase import read_builtin
-from kskill.ingest.claimants import called_names, defined_name, means_names, spelled_acronyms, subject_name
+from kskill.ingest.claimants import (called_names, costly_name, defined_name, means_names, spelled_acronyms, subject_name,
+                                     used_names)
 from kskill.ingest.relations import gains_of
 
 
@@ -116,6 +117,11 @@ def test_a_format_defined_as_a_kind_of_method_is_named_but_not_a_parameters_defi
     assert defined_name("ABfmt is the data format of the A and B matrices.") == ""
     assert defined_name("Policy selectors are the mechanism by which the algorithms select parameters.") == ""
     assert defined_name("Dialects are mechanism to engage with and extend the ecosystem.") == ""
+
+
+def test_learned21_a_name_defined_with_its_acronym_between_is_named():
+    assert defined_name("BlockFold (BF) is a packing scheme that keeps each tile in one cache line.") == "BlockFold"
+    assert defined_name("Local memory (LM) is a small region shared by the threads of a block.") == ""  # no method
 
 
 @pytest.fixture(scope="module")
@@ -229,3 +235,72 @@ def test_learned17_a_lower_case_adverb_ends_a_name(text, name):
 
 def test_learned17_a_subject_may_be_followed_by_any_adverb_before_its_verb():
     assert subject_name("Tiling effectively reduces DRAM traffic by 4x.") == "Tiling"
+
+
+@pytest.mark.parametrize("text, name", [
+    ("To hide the launch cost, we use `LaunchBatcher` to group small kernels together.", "LaunchBatcher"),
+    ("You can use warp voting to get better performance on sparse inputs.", "warp voting"),
+    ("For small batches we apply split rows where possible for higher throughput.", "split rows"),
+    ("To avoid this, use offset padding.", "offset padding"),
+])
+def test_learned21_what_a_sentence_recommends_using_for_a_benefit_is_named(text, name):
+    """learned-21: "use X to ..." names X when the purpose states a benefit or the sentence opens with the cost it
+    lowers."""
+    assert used_names(text) == [name]
+
+
+@pytest.mark.parametrize("text", [
+    "Use the timer helper to write the results to a file.",  # a purpose that is no benefit
+    "To keep the example short, we use small matrices to show the layout.",  # the opening lowers no cost
+    "You can use this to your advantage to increase the number of blocks in flight.",  # a pronoun
+    "In this mode the driver does not need to use page remapping, which can improve performance.",  # not used
+])
+def test_learned21_a_use_for_no_benefit_or_not_made_names_nothing(text):
+    assert used_names(text) == []
+
+
+@pytest.mark.parametrize("text, name", [
+    ("However, modular arithmetic is quite slow on most GPUs.", "modular arithmetic"),
+    ("Rebuilding a plan is relatively expensive, so keep the one you have.", "Rebuilding a plan"),
+])
+def test_learned21_what_a_sentence_says_is_slow_or_expensive_is_named_as_a_cost(text, name):
+    assert costly_name(text) == name
+
+
+@pytest.mark.parametrize("text", [
+    "This step is slow on older drivers.",  # a pronoun
+    "The scale factor is expensive to recompute in the backward pass.",  # what it costs to redo, no cost of its own
+    "The tiled kernel is not slow at all.",  # negated
+])
+def test_learned21_a_pronoun_or_a_cost_of_redoing_is_no_cost(text):
+    assert costly_name(text) == ""
+
+
+COSTS = """# Integer math
+
+Many index computations divide by the row width. However, modular arithmetic is quite slow on most GPUs.
+To mitigate the cost you can use `MagicDivider` to precompute the multiplier once on the host.
+"""
+
+
+def test_learned21_a_cost_is_proposed_as_a_bottleneck_and_the_means_against_it_as_a_technique(proposals, tmp_path):
+    found = _proposed(proposals, tmp_path, COSTS)
+    assert found["modular arithmetic"] == [("Bottleneck", "SUPPORTS", None)]
+    assert found["MagicDivider"] == [("Technique", "SUPPORTS", None)]
+
+
+
+
+def test_learned21_another_kind_of_a_known_techniques_head_is_no_existing_node():
+    """learned-21: retrieval finds "Shape Specialization" alike to "Warp specialization" by their shared head noun; the
+    modifiers tell them apart. A name sharing a modifier, or a head that names no technique, is the known node."""
+    from kskill.ingest.proposals import another_of_its_head
+
+    assert another_of_its_head("Shape Specialization", "Warp specialization")
+    assert not another_of_its_head("warp specialization", "Warp specialization")
+    assert not another_of_its_head("Capturing a graph", "CUDA graphs")  # "graph" heads no family of techniques
+
+
+def test_learned21_a_slow_method_is_no_bottleneck(proposals, tmp_path):
+    text = "# Notes\n\nIn practice, software prefetching is slow on this device when the loop is short.\n"
+    assert "software prefetching" not in _proposed(proposals, tmp_path, text)
