@@ -10,7 +10,9 @@ description. A title whose head noun says nothing of its kind ("CPU Offloading",
 names a Technique when a sentence under it opens with that name and a verb of benefit ("regional compilation
 significantly reduces the time taken to compile"); the speedups the sentences under the title state for it are its
 gains. A table row under a speedup header whose subject cell names a number format or a technique the graph lacks
-("| `fp8` | `fp16` | 22.95 | 1.9x |") proposes it, with the row's factor as its gain (learned-20). What a sentence
+("| `fp8` | `fp16` | 22.95 | 1.9x |") proposes it, with the row's factor as its gain (learned-20); so does a table of
+timings a column of which is the system the title leads with, the baseline's time over its own its gain (learned-22,
+tables.timed_gain). What a sentence
 recommends using for a benefit is a Technique and what it says is slow or expensive a Bottleneck (learned-21,
 claimants.py); a name retrieval finds alike to a technique only by their shared head noun ("Shape Specialization",
 "Warp specialization") is not that technique. Proposals carry the nearest existing nodes, for `kskill skills review`.
@@ -29,7 +31,8 @@ from .passages import Passage, is_statement
 from .claimants import (PHRASE_WORD, called_names, claims_for, costly_name, defined_name, means_names, spelled_acronyms,
                          subject_name, used_names)
 from .relations import APPLY, MEASURE, MEASURE_HEADING, NEGATION as NEGATED, REMEDY, gains_of
-from .tables import cell_index, format_named, speedup_owner, reads_whole, speedups, subject_cell, subject_text, table_row
+from .tables import (cell_index, format_named, last_row_below, reads_whole, speedup_owner, speedups, subject_cell,
+                     subject_text, table_row, timed_gain)
 
 SAME_STEP = 0.75  # cosine of a candidate's name and a protocol step's text above which they are one step
 MAX_PROPOSALS = 8  # per document: a long guide names many things, the review queue should stay short
@@ -223,6 +226,7 @@ class ProposalFinder:
         its gains. A speedup header that names what was sped up ("MXFP8 speedup vs BF16", "Async TP speedup") names
         the subject instead, a format or nothing (tables.speedup_owner)."""
         for text, span in body:
+            yield from self._timed_technique(doc, span)
             row = table_row(doc.text, doc.raw, _offset(span))
             factors = speedups(text, row.headers) if row is not None and reads_whole(row, text) else ()
             if not factors:
@@ -239,6 +243,18 @@ class ProposalFinder:
                 name = format_named(cell) or (cell if TECHNIQUE_HEADS.search(cell) else "")
             if name and _plausible(name):
                 yield Candidate(name, "Technique", span, text, CLAIMED, tuple((g, span) for g in factors))
+
+    def _timed_technique(self, doc: Document, span: Span):
+        """A table of timings under the header at `span` whose columns are systems, one of them the document's subject
+        as its title names it (tables.timed_gain, learned-22): that subject is a Technique, the table's last row its
+        evidence and the baseline's time over its own its gain."""
+        below = last_row_below(doc.text, doc.raw, _offset(span))
+        timed = timed_gain(below[0], doc.title or "") if below is not None else None
+        if timed is None or not _plausible(timed[0], camel=True):
+            return
+        line = doc.text[below[1]:].split("\n", 1)[0].strip()
+        row = Span(line, doc.location(below[1]))
+        yield Candidate(timed[0], "Technique", row, line, CLAIMED, ((timed[1], row),))
 
     def _titled_technique(self, name: str, below: list[tuple[str, Span]]):
         """A title whose head noun says nothing of its kind ("CPU Offloading", "Regional Compilation") names a

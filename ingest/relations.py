@@ -72,11 +72,14 @@ ONLY_WHEN = re.compile(r"\bonly (?:beneficial |useful |worth it |helps? )?(?:if|
 FORBID = re.compile(r"\b(?:avoid (?:\w+ ){0,4}(?:when|if|for|on|with)|do not use|don't use|never use|"
                     r"(?:hurts?|slower|harmful|counterproductive|not (?:worth|beneficial|helpful)) (?:\w+ ){0,3}"
                     r"(?:when|if|for|on|with)|does not help (?:when|if|for|on|with)|breaks? (?:when|if|for|on|with))\b", re.I)
+# learned-22: a percentage before a noun of gain, "a 4.4% performance increase", "a 12% throughput improvement", is the
+# factor 1 + p/100, as "22.9% speedup" is.
 GAIN = re.compile(
     r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:x|×)(?:\s+(?:faster|speed-?up|improvement|higher throughput|better))?(?!\w|\s+(?:slower|longer|cheaper|smaller|fewer|less|larger|bigger))"
     r"|(?:speed-?up|improvement) of (?:up to |about |~)?(\d+(?:\.\d+)?)\s*(?:x|×)"
     r"|(?<![\w.])(\d{1,3}(?:\.\d+)?)\s*%\s*(?:faster|speed-?up|higher throughput|improvement|better performance|"
-    r"increase in (?:throughput|performance|speed))", re.I)
+    r"increase in (?:throughput|performance|speed)|(?:performance|throughput|speed) (?:increase|improvement|gain|boost|"
+    r"uplift)|(?:performance )?uplift)", re.I)
 # learned-21: a percentage a verb of speed takes, "improved 16384 by 5.70%", "can run faster by 2%", "outperform ... by
 # up to 40%", "increase throughput by more than 20%", or a signed one beside a mean of speedups, "+50.06% geomean". A
 # percentage gain of speed or throughput p% is the factor 1 + p/100: "p% faster" says the new rate is (1 + p/100)

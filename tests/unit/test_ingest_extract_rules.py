@@ -149,10 +149,10 @@ def test_sentences_respect_abbreviations_and_decimals(tmp_path):
 
 
 def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_opt_in(extractor, tmp_path):
-    """learned-21 by default; precision-21 when asked for, dropping what its model finds unstated."""
+    """learned-22 by default; precision-22 when asked for, dropping what its model finds unstated."""
     linker = extractor.linker
     default, with_model = RuleExtractor(linker), RuleExtractor(linker, RuleSettings(precision=True))
-    assert (default.version, with_model.version) == ("learned-21", "precision-21")
+    assert (default.version, with_model.version) == ("learned-22", "precision-22")
     doc = tmp_path / "doc.md"
     doc.write_text("# Memory bandwidth\n\nKernel fusion removes the intermediate writes that make a chain of "
                    "pointwise kernels memory-bound.\n\nSee the fusion section, `fuse=True`, kernel fusion, tiling.\n")
@@ -167,7 +167,7 @@ def test_the_sense_check_is_opt_in(extractor):
     """sense-8 when asked for; without an embedding model it keeps every claim (nothing to compare by meaning)."""
     linker = extractor.linker
     checked = RuleExtractor(linker, RuleSettings(sense=True))
-    assert checked.version == "sense-19" and RuleExtractor(linker).sense is None
+    assert checked.version == "sense-20" and RuleExtractor(linker).sense is None
     claim = Claim(EntityRef("Technique", "software_pipelining"), "SUPPORTS", None, 0.7,
                   Span("The graphics pipeline has many stages.", "offset 0"), "rules")
     assert checked.sense.filter([claim], linker) == [claim]
@@ -391,3 +391,26 @@ def test_learned21_a_rows_percentage_under_a_speedup_header_is_the_gain_of_the_t
     text = "# Steps\n\n| Change | Time (ms) | Speedup |\n| --- | --- | --- |\n| Kernel fusion | 0.8 | +25% |\n"
     assert _gains(extractor, tmp_path, text) == {("kernel_fusion", 1.25)}
     assert _gains(extractor, tmp_path, text.replace("+25%", "-25%")) == set()  # a slowdown
+
+
+def test_learned22_a_percentage_before_performance_increase_is_the_gain_of_the_technique_credited(extractor, tmp_path):
+    """learned-22: "provides a 4.4% performance increase" under a technique's heading is its 1.044x; a memory increase
+    is none."""
+    text = "# Kernel fusion\n\nOn the sample, fusing the loops provides a 4.4% performance increase overall.\n"
+    assert _gains(extractor, tmp_path, text) == {("kernel_fusion", 1.044)}
+    assert _gains(extractor, tmp_path, text.replace("performance increase", "memory increase")) == set()
+
+
+TIMED = ("# QuickAttn: Fast Attention Inference\n\n## Results\n\nWe compared QuickAttn with PyTorch and xLib.\n\n"
+         "Batch size 8, execution time in milliseconds:\n\n| | PyTorch | xLib | QuickAttn |\n"
+         "| --- | --- | --- | --- |\n| 128 | 2.0 | 1.5 | 1.2 |\n| 256 | 4.4 | 3.0 | 2.2 |\n")
+
+
+def test_learned22_a_timing_tables_last_row_gives_the_titles_system_the_baselines_time_over_its_own(extractor,
+                                                                                                    tmp_path):
+    """learned-22: QuickAttn, named by the title and a column of a table of times whose columns are systems, gains
+    the first column's time over its own in the last row (4.4 / 2.2 = 2x); one gain a table, not one a row."""
+    path = tmp_path / "doc.md"
+    path.write_text(TIMED)
+    gains = {(c.subject.name, c.gain) for c in extractor.extract(load_document(path)) if c.relation == "GAIN"}
+    assert gains == {("QuickAttn", 2.0)}
