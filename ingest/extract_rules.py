@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-21`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-19`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-18`); the default is the scorer's choice
-(`learned-21`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-22`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-20`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-19`); the default is the scorer's choice
+(`learned-22`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -105,6 +105,12 @@ expensive") is a Bottleneck; and a name that retrieval finds alike to an existin
 noun, its modifiers different ("Shape Specialization" and "Warp specialization"), is not that technique
 (proposals.another_of_its_head); a definition may put the name's acronym before its verb ("SmoothQuant (SQ) is a
 quantization algorithm").
+learned-22 (eval/ingest/runs/imperatives-session47.md) reads gates stated as a hindrance (requirements.gate_claims): what
+a sentence says does not work inside, cannot be used during, is not allowed in, cannot benefit from, or limits, prevents
+or reduces the potential of a technique it names as the whole object ("NVTX markers do not work inside of CUDA Graphs",
+"multiple compute-bound operations in a sequence can reduce fusion potential") is a proposed Condition the technique is
+FORBIDDEN_WHEN; behind a pronoun, the thing an opening "Avoid ..." advises against ("Avoid creating tensors with odd
+shapes, as these may limit vectorization"); and a restriction ("Transpose only for 32/64-bit") is no proposal's name.
 """
 
 from __future__ import annotations
@@ -118,7 +124,7 @@ from .linking import EntityLinker
 from .loaders import Document
 from .passages import Passage, is_statement, passages
 from .proposals import ProposalFinder
-from .requirements import requirement_claims
+from .requirements import gate_claims, requirement_claims
 from .relations import PURPOSE, ClaimRules, SentenceView, heading_gains
 from .precision import PRECISION_WEIGHTS, PrecisionModel
 from .sense import SENSE_WEIGHTS, SenseCheck
@@ -131,12 +137,12 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-21"
+VERSION = "precision-22"
 # learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
 # candidates (eval/ingest/runs/candidates-session40.md)
-LEARNED_VERSION = "learned-21"
-SENSE_VERSION = "sense-19"  # learned-21 and the sense check (sense.py)
-RULES_VERSION = "rules-18"  # the rules alone, when no scorer is used
+LEARNED_VERSION = "learned-22"
+SENSE_VERSION = "sense-20"  # learned-22 and the sense check (sense.py)
+RULES_VERSION = "rules-19"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:
@@ -246,6 +252,8 @@ class RuleExtractor:
                              and c.subject.kind == "Technique" and not dict(c.signals).get("head_noun_only")}.values())
             ruled += [c for view, start in views
                       for c in stated(requirement_claims(view, proposed, self.name), view, start)]
+            # learned-22: and what the sentence says stops a technique, of the graph or proposed, working or paying
+            ruled += [c for view, start in views for c in stated(gate_claims(view, proposed, self.name), view, start)]
         sections = sorted(doc.sections, key=lambda s: s.start)
         ruled += heading_gains(sections, self.linker.mentions, doc.location, self.name)
         # One speedup, one technique: a sentence whose speedup the document's own new technique claims ("MXFP8 GEMMs
