@@ -113,6 +113,13 @@ document's title leads with ("ByteTransformer" under "ByteTransformer: Optimized
 header says the figures are times ("execution time in millisecond"): that system's gain is the first other column's
 time over its own in the table's last row, the largest size of its sweep (tables.timed_gain), proposed when the graph
 lacks it (proposals.ProposalFinder._timed_technique).
+It also (eval/ingest/runs/imperatives-session47.md; the two rounds were measured apart and merged, session 47) reads
+gates stated as a hindrance (requirements.gate_claims): what a sentence says does not work inside, cannot be used
+during, is not allowed in, cannot benefit from, or limits, prevents or reduces the potential of a technique it names
+as the whole object ("NVTX markers do not work inside of CUDA Graphs", "multiple compute-bound operations in a
+sequence can reduce fusion potential") is a proposed Condition the technique is FORBIDDEN_WHEN; behind a pronoun, the
+thing an opening "Avoid ..." advises against ("Avoid creating tensors with odd shapes, as these may limit
+vectorization"); and a restriction ("Transpose only for 32/64-bit") is no proposal's name.
 """
 
 from __future__ import annotations
@@ -126,7 +133,7 @@ from .linking import EntityLinker
 from .loaders import Document
 from .passages import Passage, is_statement, passages
 from .proposals import ProposalFinder
-from .requirements import requirement_claims
+from .requirements import gate_claims, requirement_claims
 from .relations import PURPOSE, ClaimRules, SentenceView, heading_gains
 from .precision import PRECISION_WEIGHTS, PrecisionModel
 from .sense import SENSE_WEIGHTS, SenseCheck
@@ -254,6 +261,8 @@ class RuleExtractor:
                              and c.subject.kind == "Technique" and not dict(c.signals).get("head_noun_only")}.values())
             ruled += [c for view, start in views
                       for c in stated(requirement_claims(view, proposed, self.name), view, start)]
+            # learned-22: and what the sentence says stops a technique, of the graph or proposed, working or paying
+            ruled += [c for view, start in views for c in stated(gate_claims(view, proposed, self.name), view, start)]
         sections = sorted(doc.sections, key=lambda s: s.start)
         ruled += heading_gains(sections, self.linker.mentions, doc.location, self.name)
         # One speedup, one technique: a sentence whose speedup the document's own new technique claims ("MXFP8 GEMMs

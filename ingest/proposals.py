@@ -416,6 +416,9 @@ def _plausible(name: str, camel: bool = False) -> bool:
     if re.search(rf"[_(){{}}\[\]=<>`?*]|\d{{3,}}|{identifier}", name) or not any(
             len(w) > 3 or re.fullmatch(r"[a-z]{2}\d", w, re.I) for w in words):
         return False
+    # learned-22: a restriction is a gate, not a name ("Transpose only for 32/64-bit", a bold item of a list of gates)
+    if re.search(r"\bonly\s+(?:for|when|if|with|on|in|at)\b", name, re.I):
+        return False
     first = words[0].lower()
     return not (VERB_FIRST.match(first) and len(words) > 1)
 

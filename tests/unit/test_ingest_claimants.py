@@ -304,3 +304,12 @@ def test_learned21_another_kind_of_a_known_techniques_head_is_no_existing_node()
 def test_learned21_a_slow_method_is_no_bottleneck(proposals, tmp_path):
     text = "# Notes\n\nIn practice, software prefetching is slow on this device when the loop is short.\n"
     assert "software prefetching" not in _proposed(proposals, tmp_path, text)
+
+
+def test_a_restriction_is_a_gate_not_a_proposals_name():
+    """learned-22: a bold item of a list of gates ("Swizzle only for 16-bit types") names no technique; a name that
+    holds "only" otherwise stays."""
+    from kskill.ingest.proposals import _plausible
+    assert not _plausible("Swizzle only for 16-bit")
+    assert not _plausible("Prefetch only when aligned")
+    assert _plausible("Prefetch-only pipelining")

@@ -8,7 +8,7 @@ from kskill.ingest.claims import EntityRef, Span, condition_text
 from kskill.ingest.lexicon import Mention
 from kskill.ingest.linking import PassageLinks
 from kskill.ingest.relations import SentenceView
-from kskill.ingest.requirements import requirement_claims
+from kskill.ingest.requirements import gate_claims, requirement_claims
 
 BLOCKWISE = EntityRef("Technique", name="Blockwise scaling")
 
@@ -69,3 +69,47 @@ def test_a_proposed_condition_is_planned_as_a_proposed_node_with_its_edge():
     plan = plan_file(source_for("doc.md", "Doc", "documentation", "h"), [(claim, Resolution(technique, merged=False), None)])
     assert plan.new_nodes[cond.id].status == "proposed"
     assert ("REQUIRES", "blockwise_scaling", cond.id) in plan.edges
+
+
+# learned-22: gates stated as a hindrance of a technique (requirements.gate_claims)
+
+FUSION = Mention("kernel_fusion", "Technique", 0, 0, True)
+
+
+def _gates(text: str, technique: str = "", node: str = "kernel_fusion", proposed=()) -> list[tuple[str, str, str]]:
+    named = []
+    if technique:
+        at = text.index(technique)
+        named = [Mention(node, "Technique", at, at + len(technique), True)]
+    return [(c.subject.key, c.relation, c.object.text) for c in gate_claims(_view(text, named), proposed, "rules")]
+
+
+def test_what_does_not_work_inside_a_technique_is_a_condition_it_is_forbidden_when():
+    assert _gates("Debug printf calls do not work inside of graph replays, so turn them off first.",
+                  "graph replays", "cuda_graph") == [("cuda_graph", "FORBIDDEN_WHEN", "Debug printf calls")]
+
+
+def test_the_subject_after_is_that_and_without_its_bracketed_aside():
+    assert _gates("The catch is that blocking host callbacks (and anything calling them) cannot be used during graph "
+                  "capture.", "graph capture", "cuda_graph") == [
+        ("cuda_graph", "FORBIDDEN_WHEN", "blocking host callbacks")]
+
+
+def test_what_reduces_a_techniques_potential_is_a_condition_for_a_proposed_technique_too():
+    assert _gates("Long chains of reductions may reduce fusion potential.", "fusion") == [
+        ("kernel_fusion", "FORBIDDEN_WHEN", "Long chains of reductions")]
+    assert _gates("Ragged batches often limit blockwise scaling.", proposed=(BLOCKWISE,)) == [
+        ("new:blockwise scaling", "FORBIDDEN_WHEN", "Ragged batches")]
+
+
+def test_behind_a_pronoun_the_thing_an_opening_avoid_advises_against_is_the_condition():
+    assert _gates("Avoid allocating buffers of prime lengths, as these need tail handling and may limit vectorization.",
+                  "vectorization", "vectorized_access") == [
+        ("vectorized_access", "FORBIDDEN_WHEN", "allocating buffers of prime lengths")]
+
+
+def test_no_gate_for_a_purpose_a_cost_a_pronoun_or_a_technique_as_subject():
+    assert _gates("Set the flag NO_UNROLL_HINT to prevent unrolling.", "unrolling", "loop_unrolling") == []  # a purpose
+    assert _gates("Kernel fusion reduces launch overhead.", "Kernel fusion") == []  # not the whole object
+    assert _gates("They can be used in a few places and they reduce fusion potential.", "fusion") == []  # a pronoun
+    assert _gates("Blockwise scaling limits fusion.", "fusion", proposed=(BLOCKWISE,)) == []  # two techniques
