@@ -49,9 +49,12 @@ def prepare(data_dir: Path) -> Marker:
     path = data_dir / MARKER
     if path.exists():
         return read_marker(data_dir)
+    names = [p.name for p in data_dir.iterdir()]
+    if MARKER in names:  # another process created it since the check above (whole: `write_marker` links it)
+        return read_marker(data_dir)
     # A lock, or the marker another process is writing right now (`write_marker`'s temporary file), is ours.
-    foreign = [p.name for p in data_dir.iterdir()
-               if not p.name.endswith(".lock") and not (p.name.startswith(MARKER + ".") and p.name.endswith(".tmp"))]
+    foreign = [name for name in names
+               if not name.endswith(".lock") and not (name.startswith(MARKER + ".") and name.endswith(".tmp"))]
     if foreign:
         raise StoreUnavailable(
             f"{data_dir} is not a kskill data directory (it holds {', '.join(sorted(foreign)[:3])}); "

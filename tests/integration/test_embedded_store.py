@@ -239,6 +239,17 @@ def test_a_new_directory_prepared_by_many_at_once_gets_one_marker(tmp_path: Path
     assert sorted(p.name for p in fresh.iterdir()) == [datadir.MARKER]
 
 
+def test_a_marker_created_between_the_check_and_the_listing_is_read_not_called_foreign(tmp_path: Path, monkeypatch):
+    """The window CI hit once (16 threads on a new directory, one told "it holds kskill-store.json"): the marker is
+    absent when `prepare` looks for it and present when it lists the directory, another process having linked it."""
+    data = tmp_path / "graph"
+    data.mkdir()
+    datadir.write_marker(data, datadir.Marker(datadir.STORE_FORMAT, 7))
+    exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self: False if self.name == datadir.MARKER else exists(self))
+    assert datadir.prepare(data) == datadir.Marker(datadir.STORE_FORMAT, 7)
+
+
 def test_corrupt_marker_is_refused(tmp_path: Path):
     (tmp_path / "graph").mkdir()
     (tmp_path / "graph" / "kskill-store.json").write_text("{garbage")
