@@ -8,6 +8,7 @@ data URIs, no network). Every report states both scores side by side with its pr
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import re
 from collections import Counter
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kskill.agents.gpus import lookup
+from kskill.graph_schema.model import Condition
 from kskill.graph_schema.skillbase import read_builtin
 from kskill.eval.metrics import P_VALUES, geomean
 from kskill.eval.plots import PLOTS, draw_all
@@ -216,10 +218,16 @@ def launch_bound(row: dict[str, Any]) -> bool:
     """Whether the skill base's static launch-bound signature (bottlenecks.yaml, LAUNCH_BOUND) holds for the row:
     many kernels, each with less work at the roofline than a launch costs. Such a forward's time is set by its
     launches, so the roofline of its bytes is no bound it could approach."""
-    payload = read_builtin().payload
-    signature = [payload.nodes[(e.end_label, e.end)] for e in payload.edges
-                 if e.rel == "DETECTED_BY" and e.start == LAUNCH_BOUND]
+    signature = _launch_signature()
     return bool(signature) and all(c.holds(row.get(c.metric)) for c in signature)
+
+
+@functools.cache
+def _launch_signature() -> tuple[Condition, ...]:
+    """LAUNCH_BOUND's signature conditions, read from the packaged skill files once."""
+    payload = read_builtin().payload
+    return tuple(payload.nodes[(e.end_label, e.end)] for e in payload.edges
+                 if e.rel == "DETECTED_BY" and e.start == LAUNCH_BOUND)
 
 
 def roofline_section(rows: list[dict[str, Any]]) -> Section | None:

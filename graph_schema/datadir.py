@@ -46,11 +46,10 @@ def prepare(data_dir: Path) -> Marker:
             f"{data_dir} is not writable; set KSKILL_HOME to a writable directory (now {data_dir.parent})"
         )
     _make_private(data_dir)
-    path = data_dir / MARKER
-    if path.exists():
-        return read_marker(data_dir)
+    # One listing answers both questions: whether the marker is there (whole: `write_marker` links a finished file),
+    # and what else is; a separate check before it left a window in which another process's marker looked foreign.
     names = [p.name for p in data_dir.iterdir()]
-    if MARKER in names:  # another process created it since the check above (whole: `write_marker` links it)
+    if MARKER in names:
         return read_marker(data_dir)
     # A lock, or the marker another process is writing right now (`write_marker`'s temporary file), is ours.
     foreign = [name for name in names

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 from typing import Any, ClassVar, Literal
 
@@ -66,6 +67,11 @@ class Metric(Node):
     ncu_names: list[str] = Field(default_factory=list)  # raw Nsight Compute names that map here
 
 
+# The comparisons a condition's operator names (`in` and `is_true` aside).
+COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+           "!=": operator.ne}
+
+
 class Condition(Node):
     """A machine-evaluable predicate over one metric; its id is derived from its content.
 
@@ -107,11 +113,12 @@ class Condition(Node):
         None when the value was not observed or cannot be compared."""
         if seen is None or not self.metric:
             return None
+        if self.op == "is_true":
+            return seen is True
+        if self.op == "in":
+            return seen in (self.values or [])
         try:
-            return {"<": lambda: seen < self.value, "<=": lambda: seen <= self.value, ">": lambda: seen > self.value,
-                    ">=": lambda: seen >= self.value, "==": lambda: seen == self.value,
-                    "!=": lambda: seen != self.value, "in": lambda: seen in (self.values or []),
-                    "is_true": lambda: seen is True}[self.op]()
+            return bool(COMPARE[self.op](seen, self.value))
         except TypeError:
             return None
 

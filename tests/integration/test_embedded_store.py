@@ -240,8 +240,9 @@ def test_a_new_directory_prepared_by_many_at_once_gets_one_marker(tmp_path: Path
 
 
 def test_a_marker_created_between_the_check_and_the_listing_is_read_not_called_foreign(tmp_path: Path, monkeypatch):
-    """The window CI hit once (16 threads on a new directory, one told "it holds kskill-store.json"): the marker is
-    absent when `prepare` looks for it and present when it lists the directory, another process having linked it."""
+    """The window CI hit once (16 threads on a new directory, one told "it holds kskill-store.json"): a marker missed by
+    a check for it (Path.exists, made to miss it here) and present when the directory is listed, another process
+    having linked it meanwhile, is read. `prepare` now decides from its one listing, so no such window is left."""
     data = tmp_path / "graph"
     data.mkdir()
     datadir.write_marker(data, datadir.Marker(datadir.STORE_FORMAT, 7))
