@@ -190,7 +190,10 @@ def sweep():
                "level1/23 softmax": ("level1/23_Softmax.py", "online_softmax")}
     for name, ref, x, kind, rows, r, kw in problems("cuda", small=False):
         path, recipe = product[name]
-        time_forms({path: [{}]}, [recipe])  # the product's current candidate, in this run
+        # the product's candidates in this run: the exchange form held in registers (the default before this
+        # session) and the product's own re-read form in chunks of 8K-32K elements
+        time_forms({path: [{"reread": False}] + [{"reread": True, "reread_chunk": k} for k in (8192, 16384, 32768)]},
+                   [recipe])
         y = torch.empty_like(x)
         with torch.no_grad():
             want = ref(x)
