@@ -153,6 +153,9 @@ def problems(device, small):
     x = torch.randn(n, c, hw, device=device) * 2 + 0.5
     out.append(("level1/35 group norm", gn, x, "norm", n * g, (c // g) * hw,
                 dict(w=gn.weight, b=gn.bias, aff=2, g=g, cpg=c // g, hw=hw)))
+    n, r = (8, 3 * 4096) if small else (4096, 393216)
+    x = torch.randn(n, r, device=device)
+    out.append(("level1/23 softmax", lambda t: torch.softmax(t, dim=1), x, "softmax", n, r, {}))
     n, c, hw = (2, 4, 64 * 64) if small else (112, 64, 512 * 512)
     x = torch.randn(n, c, hw, device=device)
     out.append(("level1/34 instance norm", torch.nn.InstanceNorm1d(c).to(device), x, "norm", n * c, hw, {}))
@@ -163,9 +166,6 @@ def problems(device, small):
         ln.bias.uniform_(-0.5, 0.5)
     x = torch.randn(n, r, device=device)
     out.append(("level1/40 layer norm", ln, x, "norm", n, r, dict(w=ln.weight, b=ln.bias, aff=1)))
-    n, r = (8, 3 * 4096) if small else (4096, 393216)
-    x = torch.randn(n, r, device=device)
-    out.append(("level1/23 softmax", lambda t: torch.softmax(t, dim=1), x, "softmax", n, r, {}))
     return out
 
 
