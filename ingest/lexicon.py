@@ -12,6 +12,33 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+# Cross-vendor vocabulary (learned-23, eval/ingest/runs/vocabulary-session48.md). The base's aliases were written in
+# CUDA's words; other programming models name the same hardware things in their own, taken here from each model's own
+# documentation (HIP/ROCm and the AMD ISA guides, the SYCL 2020 and oneAPI guides, the OpenCL C and Vulkan/GLSL/WGSL
+# specifications, the Metal Shading Language specification, HLSL, CUDA.jl/KernelAbstractions.jl, Taichi), never from
+# the wording of a labelled document. Each is a piece of pattern the aliases below are built from.
+
+# the on-chip memory a thread block shares: HIP/ROCm "LDS"/"local data share", SYCL/oneAPI "shared local memory"/"SLM",
+# Metal "threadgroup memory", HLSL "groupshared", Vulkan/WebGPU "workgroup memory", the Julia packages' arrays in it
+# (CUDA.jl's CuStaticSharedArray, KernelAbstractions' @localmem); OpenCL's "local memory" too, which NEEDS_CONTEXT lets
+# count only where the sentence speaks OpenCL or SYCL (in CUDA it is a thread's spill space in DRAM)
+SHARED_MEMORY = (r"(?:shared[- ]memory|smem|lds(?: memory)?|local data share|shared local memory|slm|threadgroup memory|"
+                 r"groupshared(?: memory)?|workgroup (?:shared )?memory|cu(?:static|dynamic)sharedarray|@localmem|"
+                 r"local memory)(?![\w-])")
+# a thread block: OpenCL/SYCL/Vulkan/WebGPU "work-group", Metal "threadgroup", CUDA's "CTA"
+BLOCKS = r"(?:thread ?blocks?|blocks?|ctas?|work-?groups?|threadgroups?)"
+# a warp: AMD "wavefront" (the CDNA guides' "wave" only where qualified: "last wave" is a wave of blocks), Vulkan/SYCL/
+# OpenCL "subgroup"/"sub-group", Metal "SIMD-group"
+WARPS = r"(?:warps?|wavefronts?|sub-?groups?|simd-?groups?)"
+# a streaming multiprocessor: AMD/OpenCL "compute unit"/"CU", Intel "Xe core"
+MULTIPROCESSORS = r"(?:sms?|multiprocessors|compute units?|cus|xe[- ]cores?)"
+# a thread: OpenCL/SYCL "work-item", Vulkan/WebGPU "invocation", a SIMD "lane"
+THREAD = r"(?:thread|work-?item|invocation|lane)"
+# the matrix units tensor cores are elsewhere: AMD "matrix cores" and MFMA, Intel "XMX" (Xe Matrix Extensions) and DPAS,
+# the portable APIs over them: Vulkan "cooperative matrix", SYCL "joint_matrix", Metal "simdgroup_matrix", WMMA
+MATRIX_UNITS = (r"(?:(?:tensor|matrix) ?cores?|xmx(?: engines?| units?)?|mfma(?: units?| instructions?)?|dpas|"
+                r"cooperative[_ ]matri(?:x|ces)|joint[_ ]matri(?:x|ces)|simdgroup[_ ]matri(?:x|ces)|wmma)")
+
 # node id -> patterns. Kept to phrases that name the thing itself, not merely its topic:
 # "shared memory" alone names no technique, "stage data into shared memory" does.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -23,7 +50,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
                          r"memory (?:bus )?throughput",
                          r"wastes? (?:the )?memory bandwidth"),
     "compute_limited": (r"compute[- ]bound", r"compute[- ]intensive", r"math[- ]bound", r"limited by (?:floating-point|flops|compute)",
-                        r"(?:maximum |maximi[sz]\w+ )?(?:instruction|arithmetic|math) throughput"),
+                        r"(?:maximum |maximi[sz]\w+ )?(?:instruction|arithmetic|math) throughput",
+                        # learned-23: bound by an execution unit as AMD's guides name them (VALU, the MFMA matrix unit)
+                        r"(?:v?alu|mfma|fma)[- ]bound"),
     "memory_latency": (r"memory latency", r"latency[- ]bound", r"hide (?:the )?latenc", r"latency hiding"),
     "launch_overhead": (r"launch overhead", r"kernel launch(?:es)? (?:overhead|cost|latency)", r"launch latency",
                         r"(?:cpu|host|python) overhead", r"overhead of launching",
@@ -35,21 +64,43 @@ ALIASES: dict[str, tuple[str, ...]] = {
                         r"(?:per|each|every)[- ](?:op|operator|kernel|call)\s+overhead",
                         r"kernel launch(?:es|ing)? (?:is|are|was|becomes?) (?:the |a )?bottleneck",
                         r"(?:every|each) kernel launch (?:has|incurs|adds)\b",
-                        r"host[- ]side overhead"),
+                        r"host[- ]side overhead",
+                        # learned-23: a launch as Vulkan, Metal, WebGPU and HSA call it, a dispatch; as OpenCL and SYCL
+                        # do, an enqueue or a submission to a queue
+                        r"(?:kernel |compute )?dispatch (?:overhead|latency|cost)", r"overheads? of (?:each |every )?(?:kernel )?dispatch",
+                        r"(?:kernel |command )?(?:submission|enqueue) (?:overhead|latency)"),
     "materialized_intermediates": (r"intermediate (?:results|tensors|values) (?:to|in|through) (?:hbm|dram|global memory)",
                                    r"round[- ]trip(?:s|ping)? (?:to|through) (?:hbm|dram|global memory)"),
     "register_pressure": (r"register pressure", r"register spill", r"spill(?:s|ing)? to local memory", r"too many registers",
                           r"more registers than available", r"register (?:limit|usage|budget)",
                           r"register spill\w*", r"spill(?:s|ed|ing)? (?:\w+ )?registers",
-                          r"register use\b"),
+                          r"register use\b",
+                          # learned-23: AMD's register files (VGPRs, SGPRs, AGPRs) and Intel's (the GRF), and spills to
+                          # AMD's scratch memory, CUDA's local memory
+                          r"[vsa]gprs? (?:pressure|usage|use\b|count|limit|budget|spill\w*)", r"grf (?:pressure|usage|spill\w*)",
+                          r"spill(?:s|ed|ing)? (?:\w+ ){0,2}to scratch\b", r"scratch (?:memory )?spill\w*"),
     "occupancy_limited": (r"low occupancy", r"occupancy (?:is )?limit", r"limit(?:s|ed|ing)? (?:the )?occupancy",
                           r"(?:too )?few (?:resident |active )?warps", r"reduc(?:es?|ing) (?:the )?occupancy",
                           r"reduc\w* (?:the |its )?occupancy",
                           r"occupancy (?:goes|drops) down",
-                          r"lower occupancy"),
+                          r"lower occupancy",
+                          # learned-23: few warps under their other names; AMD counts waves per SIMD or EU
+                          # (not "few waves", which a grid of blocks runs in)
+                          r"(?:too )?few (?:resident |active )?(?:wavefronts|sub-?groups|simd-?groups)\b",
+                          r"(?:only|just) (?:one|two|three|four|a single|\d) (?:waves?|" + WARPS + r") per "
+                          r"(?:simd|eu|cu|sm|compute unit|multiprocessor)\b",
+                          # learned-23: occupancy qualified by what it counts, as AMD's profilers and the graphics APIs
+                          # say it ("low wavefront occupancy", "poor shader occupancy")
+                          r"(?:low|poor|limited) (?:shader |wave(?:front)? |warp |sub-?group )?occupancy"),
     "warp_divergence": (r"warp divergence", r"divergent warps?", r"branch divergence", r"diverge(?:nt|s)?\b",
                         r"different execution paths",
-                        r"different control flow"),
+                        r"different control flow",
+                        # learned-23: divergence within a warp under its other names ("wavefront divergence", "subgroup
+                        # divergence", "thread divergence", "control-flow divergence"); "diverge" above misses "divergence"
+                        r"(?:wave|wavefront|sub-?group|simd(?:-?group)?|thread|control[- ]flow) divergence",
+                        # learned-23: AMD's name for the lanes a branch leaves active in a wavefront, the execution
+                        # (EXEC) mask, through which its guides explain divergence (NEEDS_CONTEXT: with a branch)
+                        r"exec(?:ution)?[- ]mask"),
     "uncoalesced_access": (r"uncoalesced", r"non[- ]coalesced", r"strided (?:access|load)", r"non-optimal global memory access",
                            r"misaligned (?:access|load)", r"scattered (?:access|address)"),
     "excess_dram_traffic": (r"(?:redundant|extra|excess) (?:dram |global memory |hbm )?(?:traffic|loads|reads)",
@@ -59,22 +110,34 @@ ALIASES: dict[str, tuple[str, ...]] = {
                            r"tensor cores? (?:\w+ ){0,2}(?:underutili[sz]ed|under-utili[sz]ed)",
                            # learned-18: using the tensor (or matrix) cores, or not, said as such ("Level 04: Use tensor
                            # cores (WMMA)", "cannot utilize the NVIDIA Tensor Cores", "low tensor core utilization")
+                           # learned-23: and the matrix units under their other names (MATRIX_UNITS: XMX, MFMA, cooperative matrix)
                            r"(?:not|cannot|can't|unable to|fail\w* to|don[’']t|doesn[’']t) (?:\w+ )?(?:use|utili[sz]e|leverage) "
-                           r"(?:the )?(?:\w+ ){0,2}(?:tensor|matrix) ?cores?\b",
-                           r"(?:to|(?:^|(?<=: )|(?<=- ))) ?(?:use|utili[sz]e|leverage|exploit) (?:the )?(?:\w+ ){0,2}(?:tensor|matrix) ?cores?\b",
-                           r"(?:using|utili[sz]ing|leveraging) (?:the )?(?:\w+ ){0,2}(?:tensor|matrix) ?cores? (?:for|to)\b",
-                           r"(?:tensor|matrix) ?cores? (?:utili[sz]ation|eligib\w+|can be (?:fully |efficiently )?utili[sz]ed)"),
+                           r"(?:the )?(?:\w+ ){0,2}" + MATRIX_UNITS + r"(?![\w-])",
+                           r"(?:to|(?:^|(?<=: )|(?<=- ))) ?(?:use|utili[sz]e|leverage|exploit) (?:the )?(?:\w+ ){0,2}" + MATRIX_UNITS + r"(?![\w-])",
+                           r"(?:using|utili[sz]ing|leveraging) (?:the )?(?:\w+ ){0,2}" + MATRIX_UNITS + r" (?:for|to)\b",
+                           # learned-23: "leveraging specialized GPU matrix cores", "direct use of GPU matrix cores"
+                           r"(?:leveraging|(?:direct )?use of) (?:the )?(?:\w+ ){0,2}" + MATRIX_UNITS + r"(?![\w-])",
+                           MATRIX_UNITS + r" (?:utili[sz]ation|eligib\w+|can be (?:fully |efficiently )?utili[sz]ed)"),
     "shared_memory_bank_conflicts": (r"bank conflicts?", r"same (?:shared memory )?bank", r"bank-conflict"),
     "tail_effect": (r"tail effect", r"(?:last|partial|final) wave", r"wave quantization"),
-    "low_parallelism": (r"(?:not enough|too little|insufficient|more) parallelism", r"(?:few|too few) (?:thread )?blocks",
-                        r"(?:underutiliz|under-utiliz)\w* (?:\w+ )?(?:gpu|sms?|multiprocessors)", r"idle (?:sms|multiprocessors)",
+    # learned-23: blocks and multiprocessors under their other names (BLOCKS: work-groups; MULTIPROCESSORS: compute units)
+    "low_parallelism": (r"(?:not enough|too little|insufficient|more) parallelism", r"(?:few|too few) " + BLOCKS + r"(?![\w-])",
+                        r"(?:underutiliz|under-utiliz)\w* (?:\w+ )?(?:gpus?|" + MULTIPROCESSORS + r")(?![\w-])",
+                        r"idle (?:sms|multiprocessors|compute units|cus|xe[- ]cores)\b",
                         r"(?:increase|more) (?:the )?concurrency",
-                        r"(?:fill|occupy|saturate) (?:all )?(?:of )?(?:the )?(?:gpu|sms|multiprocessors)\b",
+                        r"(?:fill|occupy|saturate) (?:all )?(?:of )?(?:the )?(?:gpu|sms|multiprocessors|compute units|cus|xe[- ]cores)\b",
                         # learned-19: "enough blocks and threads to fill up the GPU"
                         r"fill up (?:the )?(?:gpu|sms)\b"),
     "skinny_gemm": (r"skinny (?:gemm|matrix|matmul)", r"small (?:m|n) and large k", r"tall[- ]and[- ]skinny", r"\bgemv\b",
                     r"matrix[- ]vector"),
-    "barrier_stall": (r"barrier stall", r"__syncthreads\(\)? (?:overhead|stall)", r"synchronization (?:overhead|stall)"),
+    "barrier_stall": (r"barrier stall", r"__syncthreads\(\)? (?:overhead|stall)", r"synchronization (?:overhead|stall)",
+                      # learned-23: the block barrier under its other names: OpenCL/SYCL barrier() and group_barrier,
+                      # Metal threadgroup_barrier, WGSL workgroupBarrier, HLSL GroupMemoryBarrierWithGroupSync, AMD
+                      # s_barrier, CUDA.jl sync_threads, KernelAbstractions @synchronize; and a work-group's barrier
+                      # said in words
+                      r"(?:barrier|group_barrier|threadgroup_barrier|workgroupbarrier|groupmemorybarrierwithgroupsync|"
+                      r"s_barrier|sync_threads|@synchronize)(?:\(\))? (?:overhead|stalls?|wait(?:s|ing)?\b)",
+                      r"(?:work-?group|threadgroup|block)[- ]level barriers? (?:overhead|stalls?|cost)"),
     "poor_l2_reuse": (r"l2 (?:cache )?(?:hit rate|reuse|locality)", r"l2 cache misses"),
     "redundant_work": (r"redundant (?:work|computation)", r"recomput\w+ the same"),
     "materialized_attention_scores": (r"attention (?:matrix|scores) (?:in|to) (?:hbm|global memory)",
@@ -116,7 +179,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
                         # profiling", "pre-tuned on MI250X and hard coded", "find the best kernel configuration")
                         r"pre-?tuned\b",
                         r"tun(?:e|ed|ing) (?:the )?(?:tile|block|warp|kernel|launch|grid|cta)[- _]?(?:sizes?|dims?|shapes?|configs?|configurations?|parameters?)",
-                        r"(?:find|pick|choose|select)\w* the (?:best|fastest|optimal) (?:\w+ )?(?:config\w*|launch parameters|block size|tile size)"),
+                        r"(?:find|pick|choose|select)\w* the (?:best|fastest|optimal) (?:\w+ )?(?:config\w*|launch parameters|block size|tile size)",
+                        # learned-23: the launch's sizes as OpenCL, SYCL, Vulkan and Metal name them (work-group, local
+                        # work, threadgroup, subgroup sizes)
+                        r"tun(?:e|ed|ing) (?:the )?(?:work-?group|local work|threadgroup|sub-?group|wavefront)[- _]?(?:sizes?|dims?|shapes?)",
+                        r"(?:find|pick|choose|select)\w* the (?:best|fastest|optimal) (?:work-?group|local work|threadgroup) size"),
     "vectorized_access": (r"vectori[sz]ed (?:loads?|stores?|access|reads?|memory)", r"float4", r"128-bit (?:loads|access)",
                           r"vector (?:loads|stores|width)", r"vectori[sz]ation", r"wide\s+(?:[\w.]+\s+)?loads?",
                           r"128[- ]?bits? (?:per )?(?:load|access|width)",
@@ -125,37 +192,69 @@ ALIASES: dict[str, tuple[str, ...]] = {
                           # learned-19: "Vectorized Mem Access", "128-bit vector memory accesses", "All loads use maximum
                           # vector length", "enabling wider memory operations"
                           r"vectori[sz]ed mem\b", r"vector memory acc\w+", r"(?:maximum|full) vector (?:length|width)",
-                          r"wider (?:memory )?(?:operations|accesses|loads|stores)"),
-    "shared_memory_tiling": (r"shared[- ]memory tiling", r"stage (?:data )?(?:from device memory )?into shared memory",
-                             r"tiles? (?:in|into) shared memory", r"tiling (?:with|in|through) shared memory",
+                          r"wider (?:memory )?(?:operations|accesses|loads|stores)",
+                          # learned-23: OpenCL C's vector loads and stores (vload4, vstore_half8) and AMD's 64- to
+                          # 128-bit memory instructions (global_load_dwordx4, ds_read_b128)
+                          r"v(?:load|store)(?:_half)?\d+\b",
+                          r"(?:global|buffer|flat)_(?:load|store)_(?:dwordx[234]|b(?:64|96|128))\b"),
+    # learned-23: shared memory under its other names too (SHARED_MEMORY: LDS, SLM, threadgroup memory, OpenCL's local
+    # memory where the sentence speaks OpenCL or SYCL)
+    "shared_memory_tiling": (SHARED_MEMORY + r" tiling", r"stage (?:data )?(?:from (?:device|global) memory )?into " + SHARED_MEMORY,
+                             r"tiles? (?:in|into) " + SHARED_MEMORY, r"tiling (?:with|in|through) " + SHARED_MEMORY,
                              r"(?:maximi[sz]\w+|using) (?:the use of )?on-chip memory",
-                             r"tiles? (?:of \w+ (?:and \w+ )?)?(?:are )?loaded into (?:\w+ )?shared memory",
+                             r"tiles? (?:of \w+ (?:and \w+ )?)?(?:are )?loaded into (?:\w+ )?" + SHARED_MEMORY,
                              # learned-18: the technique by its means ("Level 03: Use shared memory", "using shared memory
                              # to reuse data", "SMEM Caching")
-                             r"(?:^|(?<=: )|(?<=- ))use (?:the )?shared memory\b",
-                             r"(?:use|using|utili[sz]\w*) (?:the )?(?:cuda |on-chip |fast )?shared memory (?:to|for) "
+                             r"(?:^|(?<=: )|(?<=- ))use (?:the )?" + SHARED_MEMORY,
+                             r"(?:use|using|utili[sz]\w*) (?:the )?(?:cuda |on-chip |fast )?" + SHARED_MEMORY + r" (?:to|for) "
                              r"(?:re-?use|cach\w+|stag\w+|speed\w*|enhanc\w+|hold (?:the )?tiles?)",
-                             r"(?:smem|shared memory) caching",
+                             r"(?:smem|shared memory|lds|slm) caching",
+                             # learned-23: Taichi's name for caching a block's data in shared memory, "block local storage"
+                             # (ti.block_local)
+                             # (not "fast, block-local storage", an adjective of shared memory)
+                             r"block local storage", r"block_local\(",
                              # learned-19: the tile of a thread block, staged in shared memory ("2D block tiling")
                              r"(?:[12]d )?(?:thread ?)?block ?tiling"),
     "split_k": (r"split[- ]?k\b", r"parallelism along (?:the )?k\b", r"parallel reduction over k", r"splitting (?:the )?k\b",
                 # learned-19: the decoding form, split along the keys and values ("Split along the KV sequence length to
                 # occupy the GPU", "split the K/V sequence and reduce partial outputs", "split the kv_ctx dimension")
-                r"split\w* (?:along |over |across )?(?:the )?(?:kv|k/v)(?![a-z])"),
+                r"split\w* (?:along |over |across )?(?:the )?(?:kv|k/v)(?![a-z])",
+                # learned-23: Tensile's (rocBLAS, hipBLASLt) parameter for it, splitting the summation over work-groups
+                r"global ?split ?u\b",
+                # learned-23: split-K said as splitting the summation over blocks ("Split up summation among work-groups
+                # to create more concurrency", Tensile)
+                r"split\w* (?:up )?(?:the )?(?:summation|k[- ]dimension|reduction dimension) (?:among|across|over) (?:the )?"
+                + BLOCKS + r"(?![\w-])"),
     "memory_coalescing": (r"coalesc\w+", r"consecutive memory locations", r"contiguous (?:memory )?access",
-                          r"accesses are (?:not )?consecutive"),
+                          r"accesses are (?:not )?consecutive",
+                          # learned-23: coalescing described by who reads what, with the other models' threads
+                          # ("adjacent work-items access consecutive addresses")
+                          r"(?:consecutive|adjacent|neighbou?ring) " + THREAD + r"s (?:\w+ ){0,3}(?:consecutive|contiguous|adjacent) "
+                          r"(?:memory )?(?:addresses|locations|elements|words)"),
     "register_blocking": (r"register blocking", r"register tiling", r"register[- ]level tiles?",
                           # learned-19: the GEMM tutorials' names for it ("2D block tiling and 2D thread tiling",
                           # "Warptiling"), and "tiles of data to be stored in registers"
                           r"(?:[12]d )?thread ?tiling", r"warp ?tiling",
                           r"tiles? (?:of data )?(?:to be |are )?(?:stored|kept|held) in registers"),
     "loop_unrolling": (r"loop unrolling", r"unroll\w*"),
-    "reduce_block_size": (r"smaller (?:blocks|block size|tiles)", r"reduc\w+ (?:the )?block[_ ]size"),
+    "reduce_block_size": (r"smaller (?:blocks|block size|tiles)", r"reduc\w+ (?:the )?block[_ ]size",
+                          # learned-23: a block's size as OpenCL, SYCL, Vulkan ("work-group size", "local work size") and
+                          # Metal ("threadgroup size") name it
+                          r"smaller (?:work-?group|threadgroup|local work) sizes?",
+                          r"reduc\w+ (?:the )?(?:work-?group|threadgroup|local work) size"),
     "increase_occupancy": (r"(?:increase|raise|higher|improve|maximi[sz]e)\w* (?:the )?occupancy",
                            r"sufficient number of resident warps", r"more (?:resident |active )?warps",
                            r"(?:multiple|many) (?:resident |active )?warps (?:on|per) (?:the |an? |each )?(?:sm|multiprocessor)",
-                           r"(?:optimal|attainable|achievable|better|good|full) occupancy"),
-    "persistent_kernel": (r"persistent (?:kernels?|ctas?|thread ?blocks?|scheduling|gemms?|style|grid|tile scheduler)",
+                           # learned-23: "maximum occupancy" too (the HIP occupancy calculator's aim)
+                           r"(?:optimal|attainable|achievable|better|good|full|maximum) occupancy",
+                           # learned-23: more warps under their other names (WARPS), per compute unit, SIMD or EU
+                           r"more (?:resident |active )?(?:wavefronts|sub-?groups|simd-?groups)\b",
+                           r"more (?:resident |active )?(?:waves|wavefronts) per (?:simd|eu|cu|compute unit)\b",
+                           r"(?:multiple|many) (?:resident |active )?" + WARPS + r" (?:on|per) (?:the |an? |each )?"
+                           r"(?:" + MULTIPROCESSORS + r"|simd|eu)(?![\w-])"),
+    # learned-23: persistent work-groups and threadgroups (BLOCKS) too
+    "persistent_kernel": (r"persistent (?:kernels?|ctas?|thread ?blocks?|scheduling|gemms?|style|grid|tile scheduler|"
+                          r"work-?groups?|threadgroups?|wavefronts?)\b",
                           r"(?:is|are) (?:also )?persistent\b"),
     "software_pipelining": (r"software pipelin\w+", r"double[- ]buffer\w*", r"multi[- ]stage pipelin\w+", r"num_stages",
                             r"overlap(?:s|ping)? (?:\w+ ){0,3}(?:memory|loads?|copies|copy|tma|data transfers?) (?:with|and) (?:\w+ )?(?:compute|computation|math|gemm)",
@@ -165,51 +264,117 @@ ALIASES: dict[str, tuple[str, ...]] = {
                             r"prefetch(?:es|ed|ing)?\b", r"pipeline stag\w+(?! parallel)",
                             r"(?:[2-9]|two|three|four|multiple)[- ]stages?\b",
                             r"multi[- ]?buffer\w*", r"multi-?stage\b"),
-    "bank_conflict_padding": (r"pad(?:ding)? (?:the )?(?:shared|smem|columns)", r"swizzl\w+"),
+    # learned-23: padding shared memory under its other names (SHARED_MEMORY)
+    "bank_conflict_padding": (r"pad(?:ding)? (?:the )?(?:shared|smem|columns)", r"swizzl\w+",
+                              r"pad(?:ding)? (?:the )?(?:\w+ )?(?:in )?" + SHARED_MEMORY),
     "cache_modifiers": (r"cache (?:modifiers?|hints?)", r"eviction (?:policy|hints?)", r"evict_(?:first|last)",
                         r"cache_modifier", r"\.cg\b", r"streaming stores?",
                         r"non-?temporal (?:loads?|stores?|intrinsics?|hints?)",
                         r"bypass (?:the )?l2",
-                        r"priority for eviction"),
+                        r"priority for eviction",
+                        # learned-23: AMD's cache-policy bits on loads and stores (glc, slc) and clang's
+                        # __builtin_nontemporal_load/store, which HIP documents for streaming data
+                        r"(?:glc|slc)\b", r"__builtin_nontemporal_\w+"),
     "recompute_instead_of_store": (r"recomput\w+ instead of stor\w+", r"recompute in (?:the )?backward", r"recomputation"),
     "warp_shuffle_reduction": (r"warp[- ]shuffle", r"all-reduce across (?:a number of )?threads", r"__shfl\w*", r"warp[- ]level reduction", r"warp all[- ]?reduce",
                                r"warp[- ]level intrinsics",
                                r"threads in (?:a |the )?warp to communicate",
-                               r"shuffle (?:down|up|xor)"),
+                               r"shuffle (?:down|up|xor)",
+                               # learned-23: the warp's exchange and reductions in other models' words: subgroup
+                               # operations (Vulkan/GLSL/WGSL subgroupAdd, subgroupShuffleDown; OpenCL sub_group_reduce_add),
+                               # SYCL's group algorithms (reduce_over_group, shift_group_left, permute_group_by_xor), Metal's
+                               # SIMD-group functions (simd_sum, simd_shuffle_down), HLSL's wave intrinsics (WaveActiveSum),
+                               # AMD's cross-lane operations (DPP, ds_swizzle, ds_bpermute), NVIDIA's SHFL instruction and
+                               # the CUDA.jl/Numba shfl_down_sync; "warp-level primitives"
+                               r"sub-?group (?:shuffles?|reduc\w+|operations|ops|functions|intrinsics|collectives?|"
+                               r"arithmetic|all-?reduce|primitives)",
+                               r"subgroup(?:shuffle|add|mul|min|max|and|or|xor|broadcast|exclusive|inclusive|ballot)\w*",
+                               r"sub_group_(?:reduce|shuffle|broadcast|scan)\w*",
+                               r"(?:reduce_over_group|shift_group_(?:left|right)|permute_group_by_xor|select_from_group)\b",
+                               r"simd(?:-?group)?[_ ](?:shuffle\w*|sum|prefix_\w+|max|min|product|reduc\w+|broadcast\w*)\b",
+                               r"wave(?:active|readlane|prefix)\w*",
+                               r"wave(?:front)?[- ]level (?:reduc\w+|primitives|intrinsics|operations|shuffles?)",
+                               r"cross[- ]lane (?:operations|ops|reduc\w+|shuffles?|permut\w+)",
+                               r"dpp (?:instructions?|operations|ops|reduc\w+|shuffles?)", r"ds_(?:swizzle|bpermute|permute)\w*",
+                               r"shfl(?:_\w+|\.[\w.]+)?\b",
+                               r"warp[- ]level primitives",
+                               # a reduction within one warp, by any of its names ("Reduce across each simdgroup first");
+                               # not across the warps of a block, which goes through shared memory
+                               r"(?:wavefront|sub-?group|simd-?group)[- ]level reduc\w+",
+                               r"reduc\w* (?:across|within|over) (?:each|a|the|one) (?:single )?"
+                               r"(?:warp|wavefront|sub-?group|simd-?group)(?![\w-])"),
     "branch_free_predication": (r"predicat(?:ion|ed|ing)\b", r"branch[- ]free", r"branchless"),
     "grouped_tile_rasterization": (r"raster\w+", r"grouped (?:tile )?ordering", r"swizzle the (?:program|block) order",
                                    # swizzling the order of thread blocks, not the layout of shared memory
-                                   r"(?:thread ?block|block|tile|cta|program)[- ]?swizzl\w*",
+                                   r"(?:thread ?block|block|tile|cta|program|work-?group)[- ]?swizzl\w*",
                                    r"swizzl\w* \(?raster\w+",
                                    r"super[- ]?group",
                                    # learned-19: "using swizzle access mode to increase L2 cache hit ratio", "Reorders the
                                    # program IDs ... for improved L2 cache behavior", "ordering thread blocks"
                                    r"swizzl\w*(?: \w+){0,2}(?=[^.]{0,60}\bl2\b)", r"reorder\w* (?:the )?(?:program|block|cta|tile)[- ]?ids?",
-                                   r"order(?:ing)? (?:of )?(?:the )?thread ?blocks"),
+                                   r"order(?:ing)? (?:of )?(?:the )?thread ?blocks",
+                                   # learned-23: work-groups for thread blocks (OpenCL, SYCL, Vulkan, ROCm); Tensile's
+                                   # parameter that groups the order of work-groups, WorkGroupMapping
+                                   r"reorder\w* (?:the )?work-?group[- ]?ids?", r"order(?:ing)? (?:of )?(?:the )?work-?groups",
+                                   r"work-?group ?mapping\b",
+                                   r"order in which (?:the )?(?:thread ?blocks|ctas|work-?groups|threadgroups|programs) "
+                                   r"(?:compute|are (?:launched|scheduled|processed|dispatched))"),
     "block_row_mode": (r"block[- ]row mode", r"(?:several|multiple) rows per program", r"block_row"),
     "hoist_invariant_loads": (r"hoist\w*", r"loop[- ]invariant loads?"),
-    "sm_count_grid": (r"grid sized to the (?:sm|multiprocessor) count", r"one (?:cta|block|program) per sm"),
+    # learned-23: compute units (AMD, OpenCL) and Xe cores (Intel) for SMs, work-groups for blocks
+    "sm_count_grid": (r"grid sized to the (?:sm|multiprocessor|cu|compute unit) count",
+                      r"one (?:cta|block|program|work-?group|threadgroup) per (?:sm|cu|compute unit|xe[- ]core)\b",
+                      # "The number of workgroups launched should be a multiple of the number of CUs"; a grid's, not
+                      # anything's ("a fixed multiple of the SM count: 4 Tensor Cores per SM")
+                      r"(?:grid|" + BLOCKS + r")(?: \w+){0,4} (?:a |an )?(?:integer |exact )?multiple of the "
+                      r"(?:number of (?:sms|cus|compute units|multiprocessors|xe[- ]cores)|(?:sm|cu|compute unit|multiprocessor) count)\b"),
     "warp_specialization": (r"warp[- ]speciali[sz]\w+", r"producer[- ]consumer", r"specialized warpgroups?",
                             r"\(producer\)",
                             r"[\"“]?producers?[\"”]? (?:and|&|/) [\"“]?consumers?\b",
-                            r"(?:producer|consumer) (?:warps?|warpgroups?|warp groups?)"),
+                            r"(?:producer|consumer) (?:warps?|warpgroups?|warp groups?)",
+                            # learned-23: the warp under its other names (WARPS: wavefronts, subgroups, SIMD-groups)
+                            r"(?:wave|wavefront|sub-?group|simd-?group)[- ]speciali[sz]\w+",
+                            r"(?:producer|consumer) (?:wavefronts?|waves|sub-?groups?|simd-?groups?)\b"),
     # not the warp-level, warp-synchronous, LLVM or compiler intrinsics, which are no fast math
     "fast_math_intrinsics": (r"(?<!warp-level )(?<!warp-synchronous )(?<!llvm )(?<!compiler )intrinsic(?:s| functions?)",
-                             r"fast[- ]math", r"__expf|__fdividef|__sinf"),
-    "thread_coarsening": (r"thread coarsening", r"elements (?:each|per) thread (?:processes|handles)",
-                          r"each thread (?:handles|processes) multiple", r"coarsen\w*", r"more work per thread",
-                          r"(?:elements|outputs|points|stencils) (?:computed|processed|handled) per thread",
-                          r"multiple (?:grid points|elements|outputs) per thread"),
+                             # learned-23: "fastmath" in one word too (Julia's @fastmath, Numba's fastmath=True, Metal's
+                             # fastMathEnabled)
+                             r"fast[- ]?math", r"__expf|__fdividef|__sinf",
+                             # learned-23: OpenCL's -cl-fast-relaxed-math and native_ functions, SYCL's sycl::native:: and
+                             # Metal's metal::fast:: namespaces
+                             r"fast[- ]relaxed[- ]math",
+                             # Metal's math mode (MTLMathModeFast, MLX's math_mode="fast"), and "relaxed math"; not
+                             # Vulkan's RelaxedPrecision, which is 16-bit arithmetic
+                             r"math[_ ]?mode\W{0,4}(?:fast|relaxed)\b", r"mtlmathmode\.?(?:fast|relaxed)\b",
+                             r"relaxed math\b",
+                             r"native_(?:exp|exp2|exp10|log|log2|log10|sin|cos|tan|sqrt|rsqrt|recip|divide|powr)\b",
+                             r"(?:sycl::native|metal::fast)::\w+"),
+    # learned-23: with a thread under its other names (THREAD: OpenCL/SYCL work-item, Vulkan/WebGPU invocation)
+    "thread_coarsening": (r"thread coarsening", r"elements (?:each|per) " + THREAD + r" (?:processes|handles)",
+                          r"each " + THREAD + r" (?:handles|processes) multiple", r"coarsen\w*", r"more work per " + THREAD,
+                          r"(?:elements|outputs|points|stencils) (?:computed|processed|handled) per " + THREAD,
+                          r"multiple (?:grid points|elements|outputs) per " + THREAD),
     "vendor_library": (r"vendor librar\w+", r"(?:keep|use|call)\w* (?:the )?(?:cublas|cudnn)",
                        # "fast-performance libraries from NVIDIA, such as cuBLAS, cuDNN"
                        r"(?:fast(?:-performance)?|optimi[sz]ed|high-performance) librar(?:y|ies)\b(?=[^.]{0,40}"
                        r"\b(?:cublas|cudnn|rocblas|miopen|hipblas))",
-                       r"(?:use|using|call\w*)\s+(?:\w+'s\s+)?(?:rocwmma|rocblas|hipblaslt|cublas\w*|cudnn)\b"),
+                       r"(?:use|using|call\w*)\s+(?:\w+'s\s+)?(?:rocwmma|rocblas|hipblaslt|cublas\w*|cudnn)\b",
+                       # learned-23: the other vendors' libraries: AMD MIOpen and hipBLAS, Intel oneMKL and oneDNN, Apple's
+                       # Metal Performance Shaders
+                       r"(?:use|using|call\w*)\s+(?:\w+'s\s+)?(?:miopen|hipblas|onemkl|onednn|metal performance shaders)\b"),
     "batchnorm_folding": (r"fold\w* (?:the )?batch ?norm",),
     "launch_bounds": (r"__launch_bounds__", r"launch bounds",
-                      r"launch[ _]bound\b"),
+                      r"launch[ _]bound\b",
+                      # learned-23: the same promise to the compiler in other models: HIP's amdgpu_flat_work_group_size and
+                      # amdgpu_waves_per_eu attributes (LLVM's amdgpu-flat-work-group-size), OpenCL's and SYCL's
+                      # reqd_work_group_size, Metal's max_total_threads_per_threadgroup
+                      r"amdgpu[-_](?:flat[-_]work[-_]group[-_]size|waves[-_]per[-_]eu)", r"reqd_work_group_size",
+                      # Triton's AMD backend passes amdgpu-waves-per-eu as the kernel option waves_per_eu
+                      r"waves_per_eu\b",
+                      r"max_total_threads_per_threadgroup"),
     "tf32_tensor_cores": (r"\btf32\b", r"tensorfloat"),
-    "cuda_graph": (r"cuda graphs?", r"graph capture", r"hipgraph"),
+    # learned-23: HIP graphs written in two words, and SYCL's graphs (sycl_ext_oneapi_graph's command_graph)
+    "cuda_graph": (r"cuda graphs?", r"graph capture", r"hipgraph", r"hip graphs?\b", r"sycl graphs?\b", r"command_graph\b"),
     "channels_last": (r"channels[- ]last", r"\bnhwc\b"),
     "triton_reduction": (r"single[- ]kernel reduction", r"one-pass reduction"),
     "fused_normalization": (r"fused (?:layer|rms|group)?\s?norm\w*",),
@@ -227,7 +392,18 @@ ALIASES: dict[str, tuple[str, ...]] = {
                               r"cuda\.events?", r"torch\.cuda\.event",
                               r"hipevent\w*",
                               r"sync\w* (?:your |the )?(?:pipeline|device|stream)\b",
-                              r"\w+\.sync\(\)"),
+                              r"\w+\.sync\(\)",
+                              # learned-23: device timing in other APIs: Vulkan's, WebGPU's and D3D's timestamp queries,
+                              # OpenCL's event profiling (clGetEventProfilingInfo), SYCL's event profiling_info, Metal's
+                              # command buffer GPUStartTime/GPUEndTime, CUDA.jl's CUDA.@elapsed and CUDA.@sync
+                              r"timestamp[- ]quer(?:y|ies)", r"vkcmdwritetimestamp\w*", r"clgeteventprofilinginfo",
+                              r"event profiling", r"profiling_info", r"gpu(?:start|end)time\b", r"cuda\.@(?:elapsed|sync)\b",
+                              # learned-23: the wait for the device before a host timer reads, in each API: JAX's
+                              # block_until_ready (its asynchronous dispatch), PyTorch's and Numba's cuda/xpu/mps
+                              # .synchronize, OpenCL's clFinish, Metal's waitUntilCompleted, Vulkan's vkQueueWaitIdle; not
+                              # the runtime's cudaStreamSynchronize, which profiles show as a stall to remove
+                              r"block_until_ready\b", r"(?:cuda|xpu|mps)\.synchronize\b", r"clfinish\b",
+                              r"waituntilcompleted\b", r"vkqueuewaitidle\b"),
     "measure_repetitions": (r"(?:profiling|testing|measured|timed|benchmark) (?:iterations|repetitions|runs)",
                             r"run[- ]to[- ]run variation", r"number of (?:repetitions|trials)",
                             r"number of (?:timed |timing |benchmark\w* |profiling |measured )iterations",
@@ -279,9 +455,13 @@ OTHER_SENSES: dict[str, re.Pattern[str]] = {node_id: re.compile(pattern, re.I) f
     "bank_conflict_padding": r"thread ?blocks?\b|\bl2\b|rasteri[sz]|\bwith zeros\b|zero[- ]padd",
     # learned-16: a cache of compiled kernels kept on disk ("an on-disk persistent kernel cache")
     "persistent_kernel": r"kernel cache|persistent cache|on-disk|compil\w+ cache",
+    # learned-23: a wait for the device (JAX's block_until_ready) before a device memory profile is taken measures
+    # memory, not time
+    "measure_device_events": r"memory profil\w+",
 }.items()}
 
 # node id -> (an alias word with a common everyday sense, the words that must share its sentence for the node's sense).
+# The word is matched against the whole of the alias's hit.
 # "pipeline" alone is as often a workflow object ("call the compiled pipeline", "an inference pipeline", "each stage of
 # the build pipeline") as a software pipeline of loads; the latter's sentence speaks of stages, buffers, producers and
 # consumers, asynchronous copies or overlap.
@@ -296,6 +476,17 @@ NEEDS_CONTEXT: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {node_id: (r
                                                            r"tanh|sqrt|divisions?|reciprocal|transcendental|precision|accura\w+|"
                                                            r"\bulps?\b|fast|approximat\w+|special functions?|\bsfu\b|"
                                                            r"floating[- ]point|__\w+f\b"),
+    # learned-23: OpenCL's and SYCL's "local memory" is a work-group's shared memory, CUDA's a thread's spill space in
+    # DRAM (the sense register_pressure's "spills to local memory" reads). A hit that holds it (SHARED_MEMORY) is
+    # shared memory only where the sentence speaks OpenCL or SYCL: work-groups, work-items, the __local qualifier,
+    # local accessors, the local work size, nd_range.
+    # learned-23: AMD's execution mask is divergence where the sentence speaks of branches or inactive lanes, not in
+    # "VMEM instructions also support the EXEC mask"
+    "warp_divergence": (r"exec(?:ution)?[- ]mask", r"branch\w*|conditional|diverg\w*|inactive|if/else|control[- ]flow"),
+    **{node_id: (r".*(?<!shared )\blocal memory\b.*",
+                 r"work-?groups?\b|work-?items?\b|\b__local\b|local_accessor|\bopencl\b|\bsycl\b|dpc\+\+|"
+                 r"clk_local_mem_fence|\bnd_range|local (?:work[- ])?size")
+       for node_id in ("shared_memory_tiling", "bank_conflict_padding")},
 }.items()}
 
 
