@@ -236,18 +236,18 @@ def test_rows_too_long_keep_the_two_read_forms():
 
 
 def test_reread_bounds():
-    """The re-read form: rows of REREAD_MIN_ROW or more by default where the technique writes it, in chunks of
-    REREAD_CHUNK (a power of two, at least a tile) and at most MAX_GROUP_SPLIT programs a row."""
+    """The re-read form: where the params ask and the technique writes it, in chunks of REREAD_CHUNK (a power of
+    two, at least a tile) and at most MAX_GROUP_SPLIT programs a row."""
     pair = exchange.Grouped(2, 4096, 4)
     tile, warps, chunk = exchange.REREAD_TILE, exchange.REREAD_WARPS, exchange.REREAD_CHUNK
-    r = exchange.REREAD_MIN_ROW
-    assert exchange.chosen_split(8, r, {}, (), pair, True, reread=True) == (-(-r // chunk), tile, warps, 1, False, chunk)
-    assert exchange.chosen_split(8, r, {}, (), pair, True).chunk == 0, "a technique without the form"
-    assert exchange.chosen_split(8, r - 1, {}, (), pair, True, reread=True).chunk == 0, "shorter rows by default"
+    r = 2 << 20
+    asked = {"reread": True}
+    assert exchange.chosen_split(8, r, asked, (), pair, True, reread=True) == (-(-r // chunk), tile, warps, 1, False, chunk)
+    assert exchange.chosen_split(8, r, asked, (), pair, True).chunk == 0, "a technique without the form"
+    assert exchange.chosen_split(8, r, {}, (), pair, True, reread=True).chunk == 0, "not a default"
     asked = exchange.chosen_split(8, 20000, {"reread": True, "reread_chunk": 5000}, (), pair, reread=True)
     assert asked == (3, tile, warps, 1, False, 8192), "the parameters ask; chunks rounded up to a power of two"
-    assert exchange.chosen_split(8, r, {"reread": False}, (), pair, True, reread=True).chunk == 0
-    assert exchange.chosen_split(8, r, {"row_exchange": False}, (), pair, True, reread=True) is None
+    assert exchange.chosen_split(8, r, {"row_exchange": False, "reread": True}, (), pair, True, reread=True) is None
     assert exchange.reread_split(chunk) is None, "a row of one chunk"
     assert exchange.reread_split(exchange.MAX_GROUP_SPLIT * chunk + 1) is None, "a row's programs must be resident"
 

@@ -91,10 +91,12 @@ GROUP_MIN_SPLIT = 16
 PIPE_MIN_SPLIT = 32
 PIPE_LONG_MIN_SPLIT = 128
 PIPE_CHUNKS = (2048, 8192)
-# The re-read form: rows of REREAD_MIN_ROW elements or more, REREAD_CHUNK elements a program in tiles of
-# REREAD_TILE over REREAD_WARPS warps (PROVISIONAL, to be set from push-h200-s48's development timings).
-REREAD_MIN_ROW = 1 << 20
-REREAD_CHUNK = 16384
+# The re-read form, where the params ask (`reread`): REREAD_CHUNK elements a program in tiles of REREAD_TILE over
+# REREAD_WARPS warps. Not a default: on the H200 (eval/runs/push-h200-s48/NOTES.md, call 1) it lost to the forms
+# held in registers everywhere: group norm over 896 rows of 2M 5.26-5.58 ms against 4.92, instance norm 4.84-5.46
+# against 3.81, softmax 4.36-4.79 against 3.53, layer norm 0.275-0.292 against 0.222 read twice. One program a
+# chunk, every program resident at once: the chunks in flight outgrow L2, and the second read comes from DRAM.
+REREAD_CHUNK = 8192
 REREAD_TILE = 2048
 REREAD_WARPS = 4
 
@@ -122,13 +124,13 @@ def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ..
     for a group, or where the params' `pipeline` asks; else `grouped` (or the params' `group` rows a program,
     in chunks that keep the elements a program holds) where the one-row form would have GROUP_MIN_SPLIT
     programs a row or more (or the params ask) and group_split allows it; else row_exchange (`group` 1).
-    Before all these, the re-read form (reread_split) where the technique can write it (`reread`) and the rows
-    are REREAD_MIN_ROW long or more, or the params' `reread` asks.
+    Before all these, the re-read form (reread_split) where the technique can write it (`reread`) and the
+    params' `reread` asks.
     None when the technique's two_reads variant is chosen (`row_exchange` false) or the params tune the
     two-read form (any key of `tuned`)."""
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
-    if reread and params.get("reread", r >= REREAD_MIN_ROW):
+    if reread and params.get("reread", False):
         if (split := reread_split(r, params.get("reread_chunk"))) is not None:
             return split
     single = row_exchange(r)
