@@ -34,7 +34,7 @@ from kskill.agents.recipes.templates.batch_norm import (
 from kskill.agents.recipes.templates.common import TARGET_SMS as SMS
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id, split_chunk
 from kskill.agents.recipes.templates.exchange import (
-    Grouped, Split, chosen_split, chunk_loop, exchange_unit, gather, kept_in_l2, publish, read_last, streamed)
+    Grouped, Split, chosen_split, exchange_unit, gather, publish)
 from kskill.agents.recipes.templates.fused_io import FusedIO, adopted_channels_last
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -192,7 +192,7 @@ def norm_unit(name: str, region: Region, graph: Graph, params: dict[str, Any],
     exchange = None
     if r_ > MAX_PERSISTENT:  # rows of many programs pipelined (templates/exchange.py)
         grouped = GROUPED if perm is None else GROUPED_NHWC
-        exchange = chosen_split(p_, r_, params, ("BLOCK_R", "SPLIT"), grouped, pipeline=True, reread=perm is None)
+        exchange = chosen_split(p_, r_, params, ("BLOCK_R", "SPLIT"), grouped, pipeline=True)
     if exchange is not None:
         return _exchange_unit(name, region, io, exchange)
     if p["SPLIT"] > 1 and r_ > p["BLOCK_R"]:
@@ -239,16 +239,10 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     p_, r_, _ = region.extra["view"]
     read, store, at = row_walk(region, io.perm is not None)
     load, x = io.load_input(at, "mask")
-    merge = gather() + ["n_k = tl.where(ok, tl.minimum(R - ks * CHUNK, CHUNK).to(tl.float32), 0.0)",
+    merge = gather() + ["n_k = tl.where(ok, tl.minimum(R - ks * BLOCK_R, BLOCK_R).to(tl.float32), 0.0)",
                         "mean_k = tl.where(ok, a_k, 0.0)", "m2_k = tl.where(ok, b_k, 0.0)"] + PARTS_MERGE
     rstd = f"tl.math.rsqrt(m2 / R + {region.extra['eps']!r})"
     write = _affine(io, region, "y") + io.store_result("y", "offs", "mask", loaded="x")
-    if split.chunk:  # the chunk looped over twice, re-read from L2 (templates/exchange.py)
-        write = _affine(io, region, "y") + streamed(io.store_result("y", "offs", "mask", loaded="x"))
-        return exchange_unit(name, io, p_, r_, split, _reread_stats(load, x),
-                             merge + [f"rstd = {rstd}"] + chunk_loop(read_last(load) + ["y = (x - mean) * rstd"] + write),
-                             f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged, "
-                             "each chunk read again from L2.")
     first = load + [f"x = tl.where(mask, {x}, 0.0)"] + TILE_STATS + publish("mean_t", "m2_t")
     body = merge + [f"y = (x - mean) * {rstd}"] + write
     doc = f"{region.anchor.op}: a row over SPLIT programs, chunk statistics exchanged; one read."
@@ -256,19 +250,6 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
         return exchange_unit(name, io, p_, r_, split, first, body, doc)
     return exchange_unit(name, io, p_, r_, split, read + first, store + body, doc + " Channels-last input.",
                          contiguous_rows=False)
-
-
-def _reread_stats(load: list[str], x: str) -> list[str]:
-    """The re-read form's statistics of a program's chunk: Welford per lane over the tiles (every lane takes
-    one element a tile, and only the chunk's last tile can be ragged, so a lane's count is the tile's number
-    where it is valid), lanes then Chan-merged, and published."""
-    tile = kept_in_l2(load) + [f"x = tl.where(mask, {x}, 0.0)", "d = tl.where(mask, x - mean_v, 0.0)",
-                   "n_v += mask.to(tl.float32)", "mean_v += d * (1.0 / (t // BLOCK_R + 1))", "m2_v += d * (x - mean_v)"]
-    return (["n_v = tl.zeros([BLOCK_R], tl.float32)", "mean_v = tl.zeros([BLOCK_R], tl.float32)",
-             "m2_v = tl.zeros([BLOCK_R], tl.float32)"] + chunk_loop(tile)
-            + ["n_t = tl.sum(n_v, axis=0)", "mean_t = tl.sum(n_v * mean_v, axis=0) / tl.maximum(n_t, 1.0)",
-               "m2_t = tl.sum(m2_v + n_v * (mean_v - mean_t) * (mean_v - mean_t), axis=0)"]
-            + publish("mean_t", "m2_t"))
 
 
 def _split_rows_unit(name: str, region: Region, io: FusedIO, p: dict[str, Any]) -> KernelUnit:

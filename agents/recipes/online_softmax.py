@@ -20,7 +20,7 @@ from kskill.agents.recipes.matching import first_operand, is_float, normalise_di
 from kskill.agents.recipes.regions import Region
 from kskill.agents.recipes.templates.common import indent, next_pow2, program_id
 from kskill.agents.recipes.templates.exchange import (
-    Grouped, Split, chosen_split, chunk_loop, exchange_unit, gather, kept_in_l2, publish, read_last, streamed)
+    Grouped, Split, chosen_split, exchange_unit, gather, publish)
 from kskill.agents.recipes.templates.fused_io import FusedIO, adopted_channels_last
 from kskill.agents.recipes.templates.unit import KernelUnit
 
@@ -74,7 +74,7 @@ def softmax_unit(name: str, region: Region, graph: Graph, params: dict[str, Any]
         body += io.store_result("y", "offs", "mask")
         doc = "one row per program, held in registers: one read, one write"
         grid = f"({p_},)"
-    elif q_ == 1 and (split := chosen_split(p_, r_, params, ("BLOCK_R",), GROUPED, reread=True)) is not None:
+    elif q_ == 1 and (split := chosen_split(p_, r_, params, ("BLOCK_R",), GROUPED)) is not None:
         return _exchange_unit(name, region, io, split)
     elif q_ == 1:
         load1, x1 = io.load_input("offs", "mask", "float('-inf')")
@@ -123,22 +123,14 @@ def _exchange_unit(name: str, region: Region, io: FusedIO, split: Split) -> Kern
     p_, r_, _ = region.extra["view"]
     neg = "float('-inf')"
     load, x = io.load_input("offs", "mask", neg)
-    merge = gather() + [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
-                        f"safe = tl.where(big == {neg}, 0.0, big)",
-                        "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
-    kind = "log_softmax" if region.extra["log"] else "softmax"
-    if split.chunk:  # the chunk looped over twice, re-read from L2 (templates/exchange.py)
-        tile = kept_in_l2(load) + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_n", "l_n")
-        tile += [f"top = tl.maximum(m_t, m_n)", f"safe = tl.where(top == {neg}, 0.0, top)",
-                 "l_t = l_t * tl.exp(m_t - safe) + l_n * tl.exp(m_n - safe)", "m_t = top"]
-        first = [f"m_t = {neg}", "l_t = 0.0"] + chunk_loop(tile) + publish("m_t", "l_t")
-        write = [f"y = {_out(region.extra['log'], x, 'safe', 'norm')}"] + streamed(io.store_result("y", "offs", "mask"))
-        return exchange_unit(name, io, p_, r_, split, first, merge + chunk_loop(read_last(load) + write),
-                             f"{kind}: a row over SPLIT programs, chunk statistics exchanged, each chunk read again "
-                             "from L2.")
     first = load + [f"x = tl.where(mask, {x}, {neg})"] + _chunk_max_sum("x", "mask", "m_t", "l_t")
     first += publish("m_t", "l_t")
-    body = merge + [f"y = {_out(region.extra['log'], 'x', 'safe', 'norm')}"] + io.store_result("y", "offs", "mask")
+    body = gather() + [f"m_k = tl.where(ok, a_k, {neg})", "big = tl.max(m_k, axis=0)",
+                       f"safe = tl.where(big == {neg}, 0.0, big)",
+                       "norm = tl.sum(tl.where(ok, b_k * tl.exp(m_k - safe), 0.0), axis=0)"]
+    body += [f"safe = tl.where(big == {neg}, 0.0, big)", f"y = {_out(region.extra['log'], 'x', 'safe', 'norm')}"]
+    body += io.store_result("y", "offs", "mask")
+    kind = "log_softmax" if region.extra["log"] else "softmax"
     doc = f"{kind}: a row over SPLIT programs, chunk statistics exchanged; one read, one write."
     return exchange_unit(name, io, p_, r_, split, first, body, doc)
 

@@ -72,42 +72,6 @@ def test_norm_rows_split_over_programs_match_pytorch(module, shape, rows, group)
     assert ("row3 = grp" in cand.source) == (grouped == 4)
 
 
-@pytest.mark.parametrize("module, shape", [("nn.InstanceNorm2d(3, affine=True)", (2, 3, 100, 130)),
-                                           ("nn.GroupNorm(2, 4)", (2, 4, 70, 90)),
-                                           ("nn.LayerNorm((6, 2000))", (3, 6, 2000))])
-def test_norm_rows_reread_from_l2_match_pytorch(module, shape):
-    """The re-read form: each program loops over its chunk twice (statistics, then the normalising pass), the
-    first loads asked to stay in L2, the second to leave it, the results streamed; ragged last chunks."""
-    ctor = (f"    def __init__(self):\n        super().__init__()\n        self.n = {module}\n"
-            "        with torch.no_grad():\n"
-            "            for p in self.n.parameters():\n                p.copy_(torch.randn_like(p))\n")
-    src = problem(f"class Model(nn.Module):\n{ctor}    def forward(self, x):\n        return torch.relu(self.n(x))\n",
-                  f"[torch.rand{shape} * 3 + 1]")
-    cand = check(src, ["fused_normalization", "kernel_fusion"], {"reread": True, "reread_chunk": 4096})
-    assert cand.source.count("for t in range(0, CHUNK, BLOCK_R)") == 2 and "CHUNK=4096" in cand.source
-    assert "eviction_policy='evict_last'" in cand.source and "eviction_policy='evict_first'" in cand.source
-    assert "cache_modifier='.cs'" in cand.source
-
-
-@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
-def test_softmax_rows_reread_from_l2_match_pytorch(fn):
-    cand = check(_softmax(fn, (3, 20000)), ["online_softmax", "kernel_fusion"], {"reread": True, "reread_chunk": 4096})
-    assert cand.source.count("for t in range(0, CHUNK, BLOCK_R)") == 2
-
-
-def test_reread_chunks_of_minus_infinity_give_no_nan():
-    """Chunks, and tiles within a chunk, wholly -inf (an attention mask's) carry max -inf and weight 0."""
-    x = torch.randn(2, 12288)
-    x[:, :4096] = float("-inf")
-    x[1, 5000:9000] = float("-inf")
-    src = problem("class Model(nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n",
-                  "[torch.randn(2, 12288)]")
-    cand = build_candidate(src, ["online_softmax"], {"reread": True, "reread_chunk": 2048})
-    got = load(cand.source)["ModelNew"]()(x)
-    assert "CHUNK=2048" in cand.source and not torch.isnan(got).any()
-    torch.testing.assert_close(got, torch.softmax(x, dim=-1), rtol=1e-5, atol=1e-6)
-
-
 @pytest.mark.parametrize("norm, index", [("nn.GroupNorm(2, 4)", "(row0 * 2 + cols // 10000) % 4"),
                                           ("nn.InstanceNorm2d(4, affine=True)", "(row + cols * 0) % 4")])
 def test_per_channel_operands_are_indexed_from_the_row(norm, index):
@@ -207,49 +171,31 @@ def test_split_bounds():
 
 def test_group_bounds():
     pair = exchange.Grouped(2, 4096, 4)
-    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2, False, 0)
+    assert exchange.group_split(4096, 393216, pair) == (96, 4096, 4, 2, False)
     assert exchange.group_split(4095, 393216, pair) is None, "rows that do not pair up"
     assert exchange.group_split(2, 4096, pair) is None, "a row one chunk holds"
     assert exchange.group_split(2, exchange.MAX_GROUP_SPLIT * 4096 + 1, pair) is None
-    assert exchange.chosen_split(4, 393216, {}, (), pair, True) == (192, 2048, 1, 1, True, 0), "many chunks: pipelined"
-    assert exchange.chosen_split(4, 2 << 20, {}, (), pair, True) == (256, 8192, 4, 1, True, 0), "in larger chunks"
-    assert exchange.chosen_split(4, 532512, {}, (), pair, True) == (131, 4096, 4, 2, False, 0), "too few: grouped"
-    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2, False, 0), "not the technique's default"
-    assert exchange.chosen_split(4, 393216, {"pipeline": False}, (), pair) == (96, 4096, 4, 2, False, 0), "grouped"
-    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1, False, 0), "the one-row form"
-    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1, False, 0), "rows of a few chunks"
-    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2, False, 0), "the parameter asks"
-    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4, False, 0), "the elements kept"
+    assert exchange.chosen_split(4, 393216, {}, (), pair, True) == (192, 2048, 1, 1, True), "many chunks: pipelined"
+    assert exchange.chosen_split(4, 2 << 20, {}, (), pair, True) == (256, 8192, 4, 1, True), "in larger chunks"
+    assert exchange.chosen_split(4, 532512, {}, (), pair, True) == (131, 4096, 4, 2, False), "too few: grouped"
+    assert exchange.chosen_split(4, 393216, {}, (), pair) == (96, 4096, 4, 2, False), "not the technique's default"
+    assert exchange.chosen_split(4, 393216, {"pipeline": False}, (), pair) == (96, 4096, 4, 2, False), "grouped"
+    assert exchange.chosen_split(4, 393216, {"group": 1}, (), pair) == (48, 8192, 4, 1, False), "the one-row form"
+    assert exchange.chosen_split(4, 20000, {}, (), pair) == (5, 4096, 2, 1, False), "rows of a few chunks"
+    assert exchange.chosen_split(4, 20000, {"group": 2}, (), pair) == (5, 4096, 4, 2, False), "the parameter asks"
+    assert exchange.chosen_split(4, 20000, {"group": 4}, (), pair) == (10, 2048, 4, 4, False), "the elements kept"
     assert exchange.chosen_split(6, 20000, {"group": 4}, (), pair).group == 1, "6 rows make no groups of 4"
     assert exchange.chosen_split(4, 20000, {"row_exchange": False}, (), pair) is None, "the two_reads variant"
     assert exchange.chosen_split(4, 20000, {"BLOCK_R": 1024}, ("BLOCK_R",), pair) is None, "the two-read form tuned"
-    assert exchange.chosen_split(4, 20000, {"pipeline": True}, (), pair) == (10, 2048, 1, 1, True, 0), "pipelined"
-    assert exchange.chosen_split(4, 20000, {"pipeline": True, "pipe_chunk": 4096}, (), pair) == (5, 4096, 2, 1, True, 0)
+    assert exchange.chosen_split(4, 20000, {"pipeline": True}, (), pair) == (10, 2048, 1, 1, True), "pipelined"
+    assert exchange.chosen_split(4, 20000, {"pipeline": True, "pipe_chunk": 4096}, (), pair) == (5, 4096, 2, 1, True)
     assert exchange.chosen_split(4, 2048, {"pipeline": True}, (), pair) is None, "a row one chunk holds"
 
 
 def test_rows_too_long_keep_the_two_read_forms():
-    """Rows longer than the forms held in registers split (the re-read form aside, whose bounds are below)."""
     longest = max(exchange.MAX_LONG_SPLIT * 8192, exchange.MAX_GROUP_SPLIT * 4096)
-    cand = build_candidate(_softmax("softmax", (2, longest + 1), "x"), ["online_softmax"], {"reread": False})
+    cand = build_candidate(_softmax("softmax", (2, longest + 1), "x"), ["online_softmax"])
     assert "ws_ptr" not in cand.source and "m_new" in cand.source
-
-
-def test_reread_bounds():
-    """The re-read form: where the params ask and the technique writes it, in chunks of REREAD_CHUNK (a power of
-    two, at least a tile) and at most MAX_GROUP_SPLIT programs a row."""
-    pair = exchange.Grouped(2, 4096, 4)
-    tile, warps, chunk = exchange.REREAD_TILE, exchange.REREAD_WARPS, exchange.REREAD_CHUNK
-    r = 2 << 20
-    asked = {"reread": True}
-    assert exchange.chosen_split(8, r, asked, (), pair, True, reread=True) == (-(-r // chunk), tile, warps, 1, False, chunk)
-    assert exchange.chosen_split(8, r, asked, (), pair, True).chunk == 0, "a technique without the form"
-    assert exchange.chosen_split(8, r, {}, (), pair, True, reread=True).chunk == 0, "not a default"
-    asked = exchange.chosen_split(8, 20000, {"reread": True, "reread_chunk": 5000}, (), pair, reread=True)
-    assert asked == (3, tile, warps, 1, False, 8192), "the parameters ask; chunks rounded up to a power of two"
-    assert exchange.chosen_split(8, r, {"row_exchange": False, "reread": True}, (), pair, True, reread=True) is None
-    assert exchange.reread_split(chunk) is None, "a row of one chunk"
-    assert exchange.reread_split(exchange.MAX_GROUP_SPLIT * chunk + 1) is None, "a row's programs must be resident"
 
 
 @pytest.mark.parametrize("technique, body, shape", [

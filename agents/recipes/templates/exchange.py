@@ -36,12 +36,6 @@ recipe names the grouped form it starts from (rows, chunk, warps: softmax two ro
 4 warps, the row norms two rows in chunks of 8192 over 4 warps; eval/runs/push-h200-s37/NOTES.md to
 push-h200-s40/NOTES.md); the `pipeline` and `group` parameters choose either form.
 
-Where a row is megabytes long, the registers of the whole GPU hold few of its rows at once, so few chunks load
-while others wait. There a program takes a larger chunk (`reread`): it loops over it in tiles twice, statistics
-first (the loads asked to stay in L2), then, once the row's statistics are gathered, the normalising pass,
-which reads the chunk again while it is still in L2 (those loads and the stores asked to leave it first).
-DRAM still sees one read and one write, as long as the chunks in flight fit in L2.
-
 Where both this form and the two-read one apply, the search measures both: they are the
 row_exchange and two_reads variants of online_softmax and fused_normalization in the skill graph.
 """
@@ -58,7 +52,7 @@ if TYPE_CHECKING:
     from kskill.agents.recipes.templates.unit import KernelUnit
 
 SIZES = ("R: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_R: tl.constexpr, "
-         "CHUNK: tl.constexpr, REPAIR: tl.constexpr")
+         "REPAIR: tl.constexpr")
 EMPTY = -1  # an unpublished slot; also the clear flag
 SPIN_GPU = 4096  # polls before a waiting program gives up and sets the flag
 SPIN_INTERPRETER = 2  # programs run one at a time there: nothing to wait for
@@ -91,14 +85,6 @@ GROUP_MIN_SPLIT = 16
 PIPE_MIN_SPLIT = 32
 PIPE_LONG_MIN_SPLIT = 128
 PIPE_CHUNKS = (2048, 8192)
-# The re-read form, where the params ask (`reread`): REREAD_CHUNK elements a program in tiles of REREAD_TILE over
-# REREAD_WARPS warps. Not a default: on the H200 (eval/runs/push-h200-s48/NOTES.md, call 1) it lost to the forms
-# held in registers everywhere: group norm over 896 rows of 2M 5.26-5.58 ms against 4.92, instance norm 4.84-5.46
-# against 3.81, softmax 4.36-4.79 against 3.53, layer norm 0.275-0.292 against 0.222 read twice. One program a
-# chunk, every program resident at once: the chunks in flight outgrow L2, and the second read comes from DRAM.
-REREAD_CHUNK = 8192
-REREAD_TILE = 2048
-REREAD_WARPS = 4
 
 
 class Split(NamedTuple):
@@ -107,7 +93,6 @@ class Split(NamedTuple):
     warps: int
     group: int  # rows a program: 1, or 2 or 4 (a chunk of each, all published before any wait)
     pipelined: bool = False  # resident programs walking rows LANES apart (group 1)
-    chunk: int = 0  # reread: elements a program covers, looped over twice in tiles of `block` (0: one tile, held)
 
 
 class Grouped(NamedTuple):
@@ -118,21 +103,16 @@ class Grouped(NamedTuple):
 
 
 def chosen_split(rows: int, r: int, params: dict[str, Any], tuned: tuple[str, ...], grouped: Grouped,
-                 pipeline: bool = False, reread: bool = False) -> Split | None:
+                 pipeline: bool = False) -> Split | None:
     """How `rows` rows of `r` are split: pipelined (pipe_split) where the technique pipelines by default
     (`pipeline`), the one-row form would have PIPE_MIN_SPLIT programs a row or more and the params do not ask
     for a group, or where the params' `pipeline` asks; else `grouped` (or the params' `group` rows a program,
     in chunks that keep the elements a program holds) where the one-row form would have GROUP_MIN_SPLIT
     programs a row or more (or the params ask) and group_split allows it; else row_exchange (`group` 1).
-    Before all these, the re-read form (reread_split) where the technique can write it (`reread`) and the
-    params' `reread` asks.
     None when the technique's two_reads variant is chosen (`row_exchange` false) or the params tune the
     two-read form (any key of `tuned`)."""
     if not params.get("row_exchange", True) or any(k in params for k in tuned):
         return None
-    if reread and params.get("reread", False):
-        if (split := reread_split(r, params.get("reread_chunk"))) is not None:
-            return split
     single = row_exchange(r)
     many_programs = single is None or single[0] >= PIPE_MIN_SPLIT
     pipelined = params.get("pipeline", pipeline and "group" not in params and many_programs)
@@ -172,58 +152,6 @@ def pipe_split(r: int, chunk: int | None = None) -> Split | None:
     return Split(split, chunk, max(1, chunk // 2048), 1, True)
 
 
-def reread_split(r: int, chunk: int | None = None) -> Split | None:
-    """Rows of `r` in chunks of `chunk` (REREAD_CHUNK by default) a program, looped over in tiles of REREAD_TILE
-    over REREAD_WARPS warps; None for a row of one chunk, or of more than MAX_GROUP_SPLIT (a row's programs
-    must all be resident)."""
-    chunk = max(REREAD_TILE, next_pow2(chunk or REREAD_CHUNK))
-    split = -(-r // chunk)
-    if r <= chunk or split > MAX_GROUP_SPLIT:
-        return None
-    return Split(split, REREAD_TILE, REREAD_WARPS, 1, chunk=chunk)
-
-
-def chunk_loop(lines: list[str]) -> list[str]:
-    """`lines`, the work of one tile at `cols` (masked by `mask`, at `offs` in a row of contiguous elements), in
-    a loop over this program's chunk of the re-read form."""
-    head = ["for t in range(0, CHUNK, BLOCK_R):", "    cols = c * CHUNK + t + tl.arange(0, BLOCK_R)",
-            "    mask = cols < R", "    offs = row * R + cols"]
-    return head + ["    " + ln for ln in lines]
-
-
-def kept_in_l2(load: list[str]) -> list[str]:
-    """The re-read form's first loads of a chunk: asked to stay in L2 for the second."""
-    return with_keyword(load, "tl.load", "eviction_policy='evict_last'")
-
-
-def read_last(load: list[str]) -> list[str]:
-    """The re-read form's second loads of a chunk: the last use of those lines, asked to leave L2 first."""
-    return with_keyword(load, "tl.load", "eviction_policy='evict_first'")
-
-
-def streamed(store: list[str]) -> list[str]:
-    """Stores of the result, which nothing here reads again: streamed (cache modifier .cs), so that they
-    evict the chunks still to be re-read as little as possible."""
-    return with_keyword(store, "tl.store", "cache_modifier='.cs'")
-
-
-def with_keyword(lines: list[str], call: str, keyword: str) -> list[str]:
-    """`lines` with `keyword` added as the last argument of every `call(...)`."""
-    out = []
-    for ln in lines:
-        at = ln.find(call + "(")
-        while at >= 0:
-            depth, end = 0, at + len(call)
-            for end in range(at + len(call), len(ln)):
-                depth += {"(": 1, ")": -1}.get(ln[end], 0)
-                if depth == 0:
-                    break
-            ln = f"{ln[:end]}, {keyword}{ln[end:]}"
-            at = ln.find(call + "(", end)
-        out.append(ln)
-    return out
-
-
 def row_exchange(r: int) -> tuple[int, int, int] | None:
     """(SPLIT, BLOCK_R, num_warps) for rows of `r` elements: up to MAX_SPLIT chunks of the smallest size that
     does, longer rows in up to MAX_LONG_SPLIT of the largest; None when a row needs more, or fits in one.
@@ -245,12 +173,10 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
     assigns taking the row's place in the group as a suffix."""
     place = ["if REPAIR:", f"    if tl.load(ws_ptr) == {EMPTY}:  # every wait of the first launch was met",
              "        return",
-             f"pid = {program_id(0, io.wide)}", "c = pid % SPLIT"]
-    if not split.chunk:  # the re-read form's loops (chunk_loop) place their tiles themselves
-        place += ["cols = c * BLOCK_R + tl.arange(0, BLOCK_R)", "mask = cols < R"]
+             f"pid = {program_id(0, io.wide)}", "c = pid % SPLIT", "cols = c * BLOCK_R + tl.arange(0, BLOCK_R)",
+             "mask = cols < R"]
     if contiguous_rows:
-        first, then = ([] if split.chunk else ["offs = row * R + cols"]) + scalar_base_first(first, r), \
-            scalar_base_first(then, r)
+        first, then = ["offs = row * R + cols"] + scalar_base_first(first, r), scalar_base_first(then, r)
     if split.pipelined:
         return _pipelined_unit(name, io, rows, r, split, place, first, then, doc)
     if split.group > 1:
@@ -268,14 +194,11 @@ def exchange_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, first
     operand = io.operand_names()[0]
     before = [f"ws = torch.full(({1 + rows * split.split},), {EMPTY}, device={operand}.device, dtype=torch.int64)",
               f"spin = {SPIN_INTERPRETER} if {operand}.device.type == 'cpu' else {SPIN_GPU}"]
-    consts = (f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}, "
-              f"CHUNK={split.chunk or split.block}")
+    consts = f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}"
     launcher = io.launcher(name, f"({programs},)", consts, body_before=before, extra_args=["ws", "spin"],
                            launch_opts=f"REPAIR=False, num_warps={split.warps}",
                            repair=f"REPAIR=True, num_warps={split.warps}")
     params = {"BLOCK_R": split.block, "SPLIT": split.split, "num_warps": split.warps, "group": split.group}
-    if split.chunk:
-        params.update(reread=True, reread_chunk=split.chunk)
     return io.unit(name, kernel, launcher, params)
 
 
@@ -307,7 +230,7 @@ def _pipelined_unit(name: str, io: FusedIO, rows: int, r: int, split: Split, pla
              f"    props = triton.runtime.driver.active.utils.get_device_properties({operand}.device.index)",
              f"    {known}[{operand}.device] = {reckoned}"]
     consts = (f"R={r}, SPLIT={split.split}, SPLIT_P2={next_pow2(split.split)}, BLOCK_R={split.block}, "
-              f"CHUNK={split.block}, ROWS={rows}")
+              f"ROWS={rows}")
     launcher = io.launcher(name, f"(lanes * {split.split},)", consts, body_before=before,
                            extra_args=["ws", "spin", "lanes"], launch_opts=f"REPAIR=False, num_warps={split.warps}",
                            repair=f"REPAIR=True, num_warps={split.warps}", body_after=after)
