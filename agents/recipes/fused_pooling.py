@@ -202,9 +202,11 @@ def rolling_pool_unit(name: str, region: Region, graph: Graph, params: dict[str,
     vector = bool(params.get("vector", True) and groups) and params.get("BLOCK_W", block_w) % VECTOR == 0
     # 32 rows and a warp per 64 columns: the fastest of 33 settings on L1/42 (eval/runs/push-h200-s36/NOTES.md);
     # 4 output rows a step, their input rows' loads in flight together: 1.57 -> 1.49 ms there (push-h200-s37).
+    # 8 rows a step in 2-d pooling: L1/42 1.144 -> 1.109-1.112 ms in two calls; in 3-d pooling, whose every row
+    # loads once per depth offset of the window, 8 lost (L1/46 2.510 -> 2.778 ms; push-h200-s48, calls 1 and 2).
     # The vector form: a warp per 128 columns, so that a lane's 4 columns are one aligned load.
     p = {"BLOCK_W": block_w, "ROWS": min(32, oh_n), "num_warps": max(1, min(8, block_w // (128 if vector else 64))),
-         "UNROLL": 4}
+         "UNROLL": 8 if dims == 2 else 4}
     p.update({k: v for k, v in params.items() if k in p})
     p["vector"] = vector
     io = FusedIO(region, graph)

@@ -4,6 +4,7 @@ count_include_pad, divisor_override), adaptive pooling, and a fused producer."""
 import pytest
 from recipe_support import check, problem
 
+from kskill.agents.recipes import build_candidate
 from kskill.agents.recipes.templates.columns import column_groups
 
 CALLS_2D = ["F.max_pool2d(torch.relu(x), 3, 2, 1)", "F.avg_pool2d(x, 2)", "F.max_pool2d(x, (2, 3))",
@@ -64,7 +65,7 @@ ROLLED = [("F.max_pool2d(x, 4, 1, 1)", "(2, 3, 37, 45)"), ("F.max_pool2d(torch.r
 
 
 @pytest.mark.parametrize("vector", [True, False])  # True: the default where the window span allows
-@pytest.mark.parametrize("unroll", [1, 4])  # 4: the default
+@pytest.mark.parametrize("unroll", [1, 8])  # 8: the default in 2-d pooling (4 in 3-d)
 @pytest.mark.parametrize("call,shape", ROLLED)
 def test_overlapping_rows_roll(call, shape, unroll, vector):
     src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n",
@@ -73,6 +74,15 @@ def test_overlapping_rows_roll(call, shape, unroll, vector):
     assert cand.applied[0] == "fused_pooling"
     assert "ROWS: tl.constexpr" in cand.source, "the rolled form"
     assert ("tl.split" in cand.source) == vector, "aligned 4-column loads taken apart, or one load per offset"
+
+
+@pytest.mark.parametrize("call,shape,unroll", [("F.max_pool2d(x, 4, 1, 1)", "(2, 3, 37, 45)", 8),
+                                              ("F.avg_pool3d(x, 3, 2, 1)", "(2, 3, 9, 11, 70)", 4)])
+def test_output_rows_a_step_by_the_window_depth(call, shape, unroll):
+    """Eight output rows a step in 2-d pooling, four in 3-d, where each row loads once per depth offset."""
+    src = problem(f"class Model(nn.Module):\n    def forward(self, x):\n        return {call}\n",
+                  f"[torch.randn{shape}]")
+    assert build_candidate(src, ["fused_pooling"]).params["_pool_0"]["UNROLL"] == unroll
 
 
 @pytest.mark.parametrize("window,groups", [((4, 1, 1, 1), [-1, 0, 1]), ((3, 2, 1, 1), [-1, 0, 1]), ((3, 2, 2, 2), [-1, 0, 1, 2]),
