@@ -417,8 +417,8 @@ def _distinct(candidates: list[Candidate]) -> list[Candidate]:
     """Candidates whose names share most of their words are one: the best scored stays."""
     kept: list[Candidate] = []
     for cand in candidates:
-        words = _content_stems(cand.name)  # learned-24: "Hostcalls" and "hostcall" are one
-        if all(len(words & _content_stems(k.name)) < 0.6 * min(len(words), len(_content_stems(k.name)))
+        words = _content_words(cand.name)
+        if all(len(words & _content_words(k.name)) < 0.6 * min(len(words), len(_content_words(k.name)))
                for k in kept if k.kind == cand.kind):
             kept.append(cand)
     return kept
