@@ -2,12 +2,13 @@
 
 Performance tips are written as advice more than as named methods (eval/ingest/runs/advice-session48.md): a section
 titled "Use Caching Memory Allocator" or "Avoid triggering Hostcalls", a sentence "Try to use single precision training
-when possible, because most GPUs have poor double-precision performance", "prefer specialization constant over push
-constant", "Consider using FP16 if you're struggling with arithmetic throughput", or a cost said with a modal ("which
-can be very slow", "Having a hostcall unnecessarily slows execution down"). What is advised for is a Technique, what
-is advised against or said to slow things a Bottleneck. The advice must give a reason that is about speed or cost (a
-style guide's "Prefer return values to output parameters" gives none), and the name is the noun phrase it advises, not
-the clause: "Avoid triggering Hostcalls" names "Hostcalls".
+when possible, because most GPUs have poor double-precision performance", "Prefer recomputation over saving for
+backward when computation is cheap", "Consider using FP16 if you're struggling with arithmetic throughput", or a cost
+said with a modal ("which can be very slow", "Having a hostcall unnecessarily slows execution down"). What is advised
+for is a Technique, what is advised against or said to slow things a Bottleneck. The advice must give a reason that is
+about speed or cost (a style guide's "Prefer return values to output parameters" gives none, nor does "Prefer a unified
+async-dependency verifier over isolated instruction-specific checks", a compiler's correctness check), and the name is
+the noun phrase it advises, not the clause: "Avoid triggering Hostcalls" names "Hostcalls".
 
 Each function returns (name, kind) pairs and leaves whether the graph has the name, and its support, to the proposal
 finder (proposals.py). The patterns read sentence form only; none knows a document or a label.
@@ -37,21 +38,21 @@ AVOID_TITLE = re.compile(rf"^\W*(?:avoid|minimi[sz]e|don[’']?t use|do not use|
 # "Try to use X", "It is suggested to use X", "Consider using X", "Prefer X": a plain "Use X" or "You can use X" is
 # mostly a tool for a step ("Use the following commands to build UCX"), and "use X to lower a cost" is read by
 # claimants.used_names.
-USE_ADVICE = re.compile(rf"^\W*{LEAD_IN}(?:{ADVISER}(?:use|using|enable|switch to)|consider (?:using|enabling|switching to)|"
-                        rf"prefer(?:\s+using)?)\s+{ARTICLE}?`?({PHRASE}(?:\s+of\s+{PHRASE_WORD})?){NAME_END}`?", re.I)
-AVOID_ADVICE = re.compile(rf"^\W*(?:(?:try to|always)\s+)?(?:avoid|don[’']?t use|do not use|never use)\s+{LIGHT_GERUND}?"
-                          rf"{ARTICLE}?`?({PHRASE}){NAME_END}`?", re.I)
-# Why the advice is given, about speed or cost: "because most GPUs have poor double-precision performance", "over
-# push constant", "if you're struggling with arithmetic throughput".
+USE_ADVICE = re.compile(rf"^\W*{LEAD_IN}(?:{ADVISER}(?:use|using|enable|switch to)|"
+                        rf"consider (?:using|enabling|switching to)|prefer(?:\s+using)?)\s+{ARTICLE}?"
+                        rf"`?({PHRASE}(?:\s+of\s+{PHRASE_WORD})?){NAME_END}`?", re.I)
+AVOID_ADVICE = re.compile(rf"^\W*(?:(?:try to|always)\s+)?(?:avoid|don[’']?t use|do not use|never use)\s+"
+                          rf"{LIGHT_GERUND}?{ARTICLE}?`?({PHRASE}){NAME_END}`?", re.I)
+# Why the advice is given, about speed or cost: "because most GPUs have poor double-precision performance", "when
+# computation is cheap", "if you're struggling with arithmetic throughput".
 REASON = re.compile(r"\b(?:faster|slow\w*|speed\w*|performance|throughput|latency|overhead|expensive|costly|cost|"
-                    r"bandwidth|efficien\w+|stalls?|pressure|bottleneck|utili[sz]ation|occupancy|memory traffic|"
-                    r"allocations?|synchroni[sz]\w+)\b", re.I)
+                    r"cheap\w*|bandwidth|efficien\w+|stalls?|pressure|bottleneck|utili[sz]ation|occupancy|"
+                    r"memory traffic|allocations?|synchroni[sz]\w+)\b", re.I)
 # What follows the name when the advice is a version, an alternative in a list, or a setup step, not a method: "use
 # CUDA >= 11.8", "using a Pascal or Maxwell generation GPU", "using pip to install NCCL", "the flags below".
 NOT_A_METHOD = re.compile(r"^\s*(?:[<>=]|\d|v\d|version|or\b|and\b|(?:to|for)\s+(?:install|build|set up|setup|download|"
                           r"dump|print|see|view|navigate|get started|run on|run it))", re.I)
 LISTING = re.compile(r"\b(?:below|above|following)\b", re.I)
-PREFERRED_OVER = re.compile(r"^\s*(?:over|instead of|rather than)\b", re.I)
 # A cost said with a modal or a verb of slowing: "which can be very slow", "Having a hostcall unnecessarily slows
 # execution down", "X will be slow".
 MODAL_COST = re.compile(rf"^\W*(?:having\s+)?{ARTICLE}?({PHRASE})\s+(?:(?:can|could|will|would|may|might)\s+be\s+"
@@ -85,8 +86,7 @@ def advised_names(text: str) -> list[tuple[str, str]]:
         if m and _names_something(m.group(1)) and not (NOT_A_METHOD.match(text[m.end():])
                                                        or LISTING.search(m.group(1))):
             rest = text[:m.start(1)] + " " + text[m.end():]  # a reason may lead in or follow
-            if REASON.search(rest) or _states_result(rest) or RAISED.search(rest) or (
-                    kind == "Technique" and PREFERRED_OVER.match(text[m.end():])):
+            if REASON.search(rest) or _states_result(rest) or RAISED.search(rest):
                 out.append((_clause_cut(m.group(1)), kind))
     for m in filter(None, (MODAL_COST.match(text), WHICH_COST.search(text))):
         # a cost a benefit outweighs is a trade-off of a method: "Gradient checkpointing slows things down ..., but

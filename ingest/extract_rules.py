@@ -127,11 +127,11 @@ overhead, timestamp queries, @fastmath, ...); OpenCL's "local memory" is shared 
 OpenCL or SYCL (lexicon.NEEDS_CONTEXT), since in CUDA it is a thread's spill space.
 learned-24 (eval/ingest/runs/advice-session48.md) proposes what a practitioner's advice names (advice.py): what a title
 or a sentence advises using, with a reason of speed or cost, is a Technique ("Use Caching Memory Allocator", "Try to
-use single precision training when possible, because most GPUs have poor double-precision performance", "prefer
-specialization constant over push constant"), what it advises against or says can be slow a Bottleneck ("Avoid
-triggering Hostcalls", "the code generator will emit atomic operations, which can be very slow"); a title's name is
-taken as the sentence under it writes it ("caching allocator"), and a plain "Use X" (mostly a tool for a step), a
-version, a setup step or a cost a stated benefit outweighs is no proposal.
+use single precision training when possible, because most GPUs have poor double-precision performance"), what it
+advises against or says can be slow a Bottleneck ("Avoid triggering Hostcalls", "the code generator will emit atomic
+operations, which can be very slow"); a title's name is taken as the sentence under it writes it ("caching
+allocator"), and a plain "Use X" (mostly a tool for a step), a version, a setup step, advice with no reason of speed or
+cost, or a cost a stated benefit outweighs is no proposal.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from kskill.ingest.advice import advised_names, advised_title
 @pytest.mark.parametrize("text, name", [
     ("Try to use single precision training ( gpu_use_dp=false ) when possible, because most GPUs have poor "
      "double-precision performance.", "single precision training"),
-    ("- prefer specialization constant over push constant", "specialization constant"),
+    ("- Prefer recomputation over saving for backward when computation is cheap", "recomputation"),
     ("* Consider using FP16 if you're struggling with arithmetic throughput or register pressure.", "FP16"),
     ("To get good speedup with GPU, it is suggested to use a smaller number of bins.", "smaller number of bins"),
     ("We suggest prioritizing using FP8 first, as FP8 causes very little accuracy degradation and gives strong "
@@ -29,6 +29,7 @@ def test_what_advice_says_to_use_for_speed_is_a_technique(text, name):
     "For best performance, you should use CUDA >= 11.8.",  # a version
     "For best performance, we recommend using a Pascal or Maxwell generation GPU.",  # an alternative in a list
     "Prefer return values to output parameters.",  # no reason of speed or cost
+    "Prefer a unified async-dependency verifier over isolated instruction-specific checks.",  # correctness, not speed
     "You should use the CDNA3 branch of HK to run on the MI300X.",  # where to run it
 ])
 def test_advice_for_a_tool_a_version_or_style_names_nothing(text):
