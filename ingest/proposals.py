@@ -15,7 +15,10 @@ timings a column of which is the system the title leads with, the baseline's tim
 tables.timed_gain). What a sentence
 recommends using for a benefit is a Technique and what it says is slow or expensive a Bottleneck (learned-21,
 claimants.py); a name retrieval finds alike to a technique only by their shared head noun ("Shape Specialization",
-"Warp specialization") is not that technique. Proposals carry the nearest existing nodes, for `kskill skills review`.
+"Warp specialization") is not that technique. What a title or a sentence advises using for speed is a Technique, what
+it advises against or says can be slow a Bottleneck (learned-24, advice.py), a title's name taken as the sentence under
+it writes it ("Use Caching Memory Allocator": "caching allocator"). Proposals carry the nearest existing nodes, for
+`kskill skills review`.
 """
 
 from __future__ import annotations
