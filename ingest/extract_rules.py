@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-23`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-21`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-20`); the default is the scorer's choice
-(`learned-23`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-24`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-22`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-21`); the default is the scorer's choice
+(`learned-24`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -125,6 +125,13 @@ taken from their own documentation (lexicon.py: HIP's LDS and wavefronts, SYCL's
 Metal's threadgroup memory and SIMD-groups, Vulkan's subgroup operations, XMX and MFMA units, VGPR usage, dispatch
 overhead, timestamp queries, @fastmath, ...); OpenCL's "local memory" is shared memory only where the sentence speaks
 OpenCL or SYCL (lexicon.NEEDS_CONTEXT), since in CUDA it is a thread's spill space.
+learned-24 (eval/ingest/runs/advice-session48.md) proposes what a practitioner's advice names (advice.py): what a title
+or a sentence advises using, with a reason of speed or cost, is a Technique ("Use Caching Memory Allocator", "Try to
+use single precision training when possible, because most GPUs have poor double-precision performance"), what it
+advises against or says can be slow a Bottleneck ("Avoid triggering Hostcalls", "the code generator will emit atomic
+operations, which can be very slow"); a title's name is taken as the sentence under it writes it ("caching
+allocator"), and a plain "Use X" (mostly a tool for a step), a version, a setup step, advice with no reason of speed or
+cost, or a cost a stated benefit outweighs is no proposal.
 """
 
 from __future__ import annotations
@@ -151,12 +158,12 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-23"
+VERSION = "precision-24"
 # learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
 # candidates (eval/ingest/runs/candidates-session40.md)
-LEARNED_VERSION = "learned-23"
-SENSE_VERSION = "sense-21"  # learned-23 and the sense check (sense.py)
-RULES_VERSION = "rules-20"  # the rules alone, when no scorer is used
+LEARNED_VERSION = "learned-24"
+SENSE_VERSION = "sense-22"  # learned-24 and the sense check (sense.py)
+RULES_VERSION = "rules-21"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:

@@ -15,7 +15,10 @@ timings a column of which is the system the title leads with, the baseline's tim
 tables.timed_gain). What a sentence
 recommends using for a benefit is a Technique and what it says is slow or expensive a Bottleneck (learned-21,
 claimants.py); a name retrieval finds alike to a technique only by their shared head noun ("Shape Specialization",
-"Warp specialization") is not that technique. Proposals carry the nearest existing nodes, for `kskill skills review`.
+"Warp specialization") is not that technique. What a title or a sentence advises using for speed is a Technique, what
+it advises against or says can be slow a Bottleneck (learned-24, advice.py), a title's name taken as the sentence under
+it writes it ("Use Caching Memory Allocator": "caching allocator"). Proposals carry the nearest existing nodes, for
+`kskill skills review`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from .advice import REASON as ADVICE_REASON, advised_names, advised_title
 from .claims import Claim, EntityRef, Span
 from .linking import EntityLinker
 from .loaders import Document
@@ -166,6 +170,7 @@ class ProposalFinder:
             for title, explicit in _title_names(headings[-1]):
                 named = list(self._named(title, context, headings, 0.55, statements, explicit=explicit))
                 yield from named or self._titled_technique(title, below)
+            yield from self._advised_title(headings[-1], context, below)
         for text, span in statements:
             for m in NAMED.finditer(text):  # only a quoted name may take its kind from the text around it
                 yield from self._named(m.group(1) or m.group(2), context, headings, 0.65, statements,
@@ -213,11 +218,42 @@ class ProposalFinder:
                 kind = self._kind(name, context, headings, explicit=False) or "Technique"
                 claimed = [(t, s) for t, s in below if claims_for(t, name)]
                 yield Candidate(name, kind, span, context, CLAIMED, _gains(name, claimed))
+        for name, kind in advised_names(text):  # learned-24: what the sentence advises using or avoiding (advice.py)
+            yield from self._advised(name, kind, span, context, below)
         # learned-21: what the sentence says is slow or expensive is a cost, unless its name is a method's
         cost = " ".join(costly_name(text).split()).strip(" .:-")
         if cost and _plausible(cost) and not (SETTING_HEADS.search(cost) or TECHNIQUE_HEADS.search(cost)
                                               or PROTOCOL_HEADS.search(cost)):
             yield Candidate(cost, "Bottleneck", span, context, CLAIMED)
+
+    def _advised_title(self, title: str, context: str, below: list[tuple[str, Span]]):
+        """A title that advises using or avoiding something ("Use Caching Memory Allocator", "Avoid triggering
+        Hostcalls", learned-24): the first sentence under it that gives a reason of speed or cost is its evidence."""
+        advised = advised_title(title, [t for t, _ in below])
+        if advised is None:
+            return
+        name = advised[0]
+        # the sentence that uses most of its name, then one that gives a reason; the name as that sentence uses it
+        # ("Use Caching Memory Allocator", "Using caching allocator gives ..."), since a proposal's sentence must use
+        # its name (support.py)
+        def rank(item: tuple[str, Span]) -> tuple[int, bool]:
+            return -len(_as_used(name, item[0]).split()), not ADVICE_REASON.search(item[0])
+        text, span = sorted(below, key=rank)[0]
+        yield from self._advised(_as_used(name, text) or name, advised[1], span, context, below)
+
+    def _advised(self, name: str, kind: str, span: Span, context: str, below: list[tuple[str, Span]]):
+        """A name advice gives (advice.py), when it is a plausible name of its kind: no setting ("CuTe DSL Backend"),
+        no method's head noun for a cost, and no cost the graph knows as a technique ("Gradient checkpointing slows
+        things down", learned-24)."""
+        # "single precision training": the technique is the number format, training is where it is used
+        name = re.sub(r"\s+(?:training|inference)$", "", " ".join(name.split()).strip(" .:-"), flags=re.I)
+        if not _plausible(name) or SETTING_HEADS.search(name):
+            return
+        if kind == "Bottleneck" and (TECHNIQUE_HEADS.search(name) or PROTOCOL_HEADS.search(name) or any(
+                m.kind == "Technique" for m in self.linker.mentions(name))):
+            return
+        gains = _gains(name, [(t, s) for t, s in below if claims_for(t, name)]) if kind == "Technique" else ()
+        yield Candidate(name, kind, span, context, CLAIMED, gains)
 
     def _row_techniques(self, doc: Document, body: list[tuple[str, Span]]):
         """A table row with a factor under a speedup header, whose subject cell names no node of the graph but a
@@ -389,6 +425,25 @@ def _distinct(candidates: list[Candidate]) -> list[Candidate]:
                for k in kept if k.kind == cand.kind):
             kept.append(cand)
     return kept
+
+
+def _as_used(name: str, text: str) -> str:
+    """How `text` writes `name`: the name itself, or the longest run of its words, head noun last, in any number
+    ("caching allocator" for "Caching Memory Allocator", "hostcall" for "Hostcalls"); "" when the text does not.
+    Words compare by their stems (_stem)."""
+    if name.lower() in text.lower():
+        return name
+    stems, head = _content_stems(name), _stem(name.split()[-1])
+    words = re.findall(r"[\w-]+", text)
+    runs = [words[i:j + 1] for j, w in enumerate(words) if _stem(w) == head
+            for i in range(j, -1, -1) if all(_stem(v) in stems for v in words[i:j + 1])]
+    best = max(runs, key=len) if runs else []
+    # the head noun alone is no name of a modified thing: "dtype" is not "the float16 dtype"
+    return " ".join(best) if len(best) >= min(2, len(name.split())) else ""
+
+
+def _content_stems(name: str) -> set[str]:
+    return {_stem(w) for w in _content_words(name)}
 
 
 def _content_words(name: str) -> set[str]:
