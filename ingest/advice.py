@@ -53,18 +53,18 @@ REASON = re.compile(r"\b(?:faster|slow\w*|speed\w*|performance|throughput|latenc
 NOT_A_METHOD = re.compile(r"^\s*(?:[<>=]|\d|v\d|version|or\b|and\b|(?:to|for)\s+(?:install|build|set up|setup|download|"
                           r"dump|print|see|view|navigate|get started|run on|run it))", re.I)
 LISTING = re.compile(r"\b(?:below|above|following)\b", re.I)
+# "slow", "very expensive": what the two cost patterns below say a thing is
+SLOW = r"(?:(?:very|quite|extremely|rather|relatively|prohibitively|really)\s+)?(?:slow|expensive|costly)\b"
 # A cost said with a modal or a verb of slowing: "which can be very slow", "Having a hostcall unnecessarily slows
 # execution down", "X will be slow".
 MODAL_COST = re.compile(rf"^\W*(?:having\s+)?{ARTICLE}?({PHRASE})\s+(?:(?:can|could|will|would|may|might)\s+be\s+"
-                        rf"(?:(?:very|quite|extremely|rather|relatively|prohibitively|really)\s+)?(?:slow|expensive|"
-                        rf"costly)\b|(?:\w+ly\s+)?slows?\s+(?:[\w-]+\s+){{0,2}}?down\b)", re.I)
+                        rf"{SLOW}|(?:\w+ly\s+)?slows?\s+(?:[\w-]+\s+){{0,2}}?down\b)", re.I)
 
 # A cost said of what a relative clause follows, the object of a verb of doing: "the code generator will emit atomic
 # operations, which can be very slow" (not "... or the L2 cache, which are slower": no verb, a comparison).
 WHICH_COST = re.compile(rf"\b(?:emits?|generates?|issues?|uses?|performs?|triggers?|launch(?:es)?|requires?|involves?)"
                         rf"\s+{ARTICLE}?({PHRASE}),?\s+which\s+(?:(?:can|could|may|might|will|would)\s+be|is|are)\s+"
-                        rf"(?:(?:very|quite|extremely|rather|relatively|prohibitively|really)\s+)?(?:slow|expensive|"
-                        rf"costly)\b", re.I)
+                        rf"{SLOW}", re.I)
 
 
 def advised_title(title: str, below: list[str]) -> tuple[str, str] | None:

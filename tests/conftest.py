@@ -136,3 +136,17 @@ def neo4j_store():
     yield store
     store.write("MATCH (n) DETACH DELETE n")
     store.close()
+
+
+@pytest.fixture(scope="module")
+def proposals():
+    """The ingest proposal finder over the built-in base's bottlenecks, techniques and protocol steps (no
+    embeddings: names and aliases only)."""
+    from kskill.graph_schema.skillbase import read_builtin
+    from kskill.ingest.linking import EntityLinker
+    from kskill.ingest.proposals import ProposalFinder
+
+    payload = read_builtin().payload
+    nodes = [{"id": n.id, "kind": n.label, "name": n.name, "description": n.description}
+             for (label, _), n in payload.nodes.items() if label in ("Bottleneck", "Technique", "ProtocolStep")]
+    return ProposalFinder(EntityLinker(nodes, [], None))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from kskill.graph_schema.skillbase import read_builtin
 from kskill.ingest.advice import advised_names, advised_title
 
 
@@ -62,17 +61,6 @@ def test_a_title_advising_for_or_against_names_the_thing_when_a_sentence_under_i
     assert advised_title("Avoid triggering Hostcalls", ["A hostcall slows execution down."]) == ("Hostcalls",
                                                                                                 "Bottleneck")
     assert advised_title("Use scoped enums", ["Scoped enums make the code easier to read."]) is None
-
-
-@pytest.fixture(scope="module")
-def proposals():
-    from kskill.ingest.linking import EntityLinker
-    from kskill.ingest.proposals import ProposalFinder
-
-    payload = read_builtin().payload
-    nodes = [{"id": n.id, "kind": n.label, "name": n.name, "description": n.description}
-             for (label, _), n in payload.nodes.items() if label in ("Bottleneck", "Technique", "ProtocolStep")]
-    return ProposalFinder(EntityLinker(nodes, [], None))
 
 
 def _proposed(proposals, tmp_path, text: str) -> dict[str, str]:

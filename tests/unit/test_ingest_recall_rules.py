@@ -38,17 +38,6 @@ def test_overlapping_compute_with_transfers_is_software_pipelining_in_either_ord
     assert "software_pipelining" in _ids(lexicon, "By overlapping computation and data transfer, it is faster.")
 
 
-@pytest.fixture(scope="module")
-def proposals():
-    from kskill.ingest.linking import EntityLinker
-    from kskill.ingest.proposals import ProposalFinder
-
-    payload = read_builtin().payload
-    nodes = [{"id": n.id, "kind": n.label, "name": n.name, "description": n.description}
-             for (label, _), n in payload.nodes.items() if label in ("Bottleneck", "Technique", "ProtocolStep")]
-    return ProposalFinder(EntityLinker(nodes, [], None))
-
-
 def _proposed(proposals, tmp_path, text: str) -> dict[str, list]:
     """The proposals' names, each with its claims as (relation, gain)."""
     from kskill.ingest.loaders import load_document
