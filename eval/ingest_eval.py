@@ -1,14 +1,14 @@
 """Evaluate `kskill ingest` the way a user runs it: recall of expected items, a sample to judge, throughput.
 
-    python -m kskill.eval.ingest_eval [--half heldout27|heldout26|heldout25|heldout24|heldout23|heldout22|heldout21|heldout20|heldout19|heldout18|heldout17|heldout16|heldout15|heldout14|heldout13|heldout12|heldout11|heldout10|heldout9|heldout8|heldout7|heldout6c|heldout6b|heldout6|heldout5c|heldout5b|heldout5|heldout4b|heldout4|heldout3|heldout2|tune|all]
+    python -m kskill.eval.ingest_eval [--half heldout28|heldout27|heldout26|heldout25|heldout24|heldout23|heldout22|heldout21|heldout20|heldout19|heldout18|heldout17|heldout16|heldout15|heldout14|heldout13|heldout12|heldout11|heldout10|heldout9|heldout8|heldout7|heldout6c|heldout6b|heldout6|heldout5c|heldout5b|heldout5|heldout4b|heldout4|heldout3|heldout2|tune|all]
                                       [--extra-corpus DIR]
                                       [--sample 40] [--pdf-copies 4] [--extractor learned|precision|sense|rules]
                                       [--reverse] [--json OUT]
 
 Every document goes through the real pipeline (embedded FalkorDB in a temporary home, the
 embedding model and the vector index, per-file transactions), as `kskill ingest DIR` would.
-- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout27` is the held-out
-  half, never tuned on, never run; `tune` and `heldout2` to `heldout26` are tune
+- eval/ingest/corpus (labels in labels_corpus.yaml): recall of the expected items per half (`heldout28` is the held-out
+  half, never tuned on, never run; `tune` and `heldout2` to `heldout27` are tune
   material; documents kept outside the repository, listed in corpus/SOURCES.md, are read
   from `--extra-corpus DIR`), the source metadata, whether each document whose subject the built-in base has gave it
   evidence, and a seeded random sample of extracted items with their supporting sentences, for a
@@ -68,7 +68,8 @@ TUNE_HALVES = ("tune", "heldout2", "heldout3", "heldout4", "heldout4b", "heldout
                "heldout6", "heldout6b", "heldout6c", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11",
                "heldout12", "heldout13", "heldout14", "heldout15", "heldout16", "heldout17", "heldout18", "heldout19",
                "heldout20", "heldout21", "heldout22", "heldout23", "heldout24", "heldout25", "heldout26", "heldout27")
-HALVES = TUNE_HALVES
+# heldout28: the held-out half, never run yet
+HALVES = ("heldout28", *TUNE_HALVES)
 EDGE_RELATIONS = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN")
 
 
@@ -242,9 +243,8 @@ def _pct(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--half", choices=[*HALVES, "all", "none"], default="heldout27",
-                        help="heldout27: the last held-out half (run once, session 49; tune material since); "
-                             "all: the tune material (TUNE_HALVES)")
+    parser.add_argument("--half", choices=[*HALVES, "all", "none"], default="heldout28",
+                        help="heldout28: the held-out half, never tuned on; all: the tune material (TUNE_HALVES)")
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[],
                         help="a folder holding labelled documents kept outside the repository (repeatable)")
     parser.add_argument("--sample", type=int, default=40, help="extracted items to draw for judging")
