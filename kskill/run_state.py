@@ -129,8 +129,8 @@ class RunState:
     # Each review batch: candidates, seconds (unrounded: review_s divides by them), seed, phases.
     batches: list[dict[str, Any]] = field(default_factory=list)
     confirm_batch: dict[str, Any] = field(default_factory=dict)  # the end-of-run re-timing, as a batch above
-    # Seconds of this invocation in each step of the loop (by node), and where its clock stood when the
-    # loop began (the command's start: imports, the store, the problem's capture).
+    # Seconds of this invocation in each step of the loop (by node) and, for a new run, in the steps before
+    # it ("setup: imports", "setup: store", "setup: agents"), and where its clock stood when the loop began.
     step_seconds: dict[str, float] = field(default_factory=dict)
     loop_began_s: float | None = None
     stale_plans: int = 0  # rounds in a row that gained less than min_gain

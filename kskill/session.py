@@ -150,18 +150,22 @@ def build_deps(store: GraphStore, settings: Settings, config: LoopConfig,
 
 
 def start(store: GraphStore, settings: Settings, problem_path: Path, config: LoopConfig,
-          out_dir: Path | None = None, began: float | None = None, **deps_options: Any) -> RunState:
+          out_dir: Path | None = None, began: float | None = None, setup_seconds: dict[str, float] | None = None,
+          **deps_options: Any) -> RunState:
     """A new run of `problem_path`; its files go to `out_dir` (default KSKILL_HOME/runs/<run id>).
-    `began` (time.monotonic()) is when the time limit started counting, if before this call."""
+    `began` (time.monotonic()) is when the time limit started counting, if before this call;
+    `setup_seconds`, the caller's steps since then, go into the run's step_seconds with this call's own."""
     problem = load_problem(problem_path)
     run_id = new_run_id(problem.name)
     folder = Path(out_dir) if out_dir else settings.home / "runs" / run_id
     if folder.exists() and any(folder.iterdir()):
         raise RunError(f"the output directory {folder} is not empty; name a new one with --out")
+    mark = time.monotonic()
     deps = build_deps(store, settings, config, **deps_options)  # a misconfigured brain fails before any file
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem_path, folder / "problem.py")  # resume reads it from here
     state = RunState(run_id, problem, config, folder.resolve(), started=began or time.monotonic())
+    state.step_seconds.update(setup_seconds or {}, **{"setup: agents": time.monotonic() - mark})
     return _run(state, deps)
 
 

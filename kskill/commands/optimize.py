@@ -110,8 +110,9 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
     from kskill.bytecode import warn_missing_bytecode
 
     warn_missing_bytecode()  # every review starts processes that import torch
-
+    setup = {"setup: imports": time.monotonic() - began}  # where the clock goes before the loop (run.json)
     store = app.store()
+    setup["setup: store"] = time.monotonic() - began - setup["setup: imports"]
     show = Display()
     target = {"gpu": gpu} if gpu is not None else {}  # without --gpu the run detects the GPU present
     try:
@@ -128,7 +129,7 @@ def optimize(app: App, problem: Path | None, iterations: int | None, brain: str 
             # A reference that cannot run is an error: the first review builds it in the judge and raises
             # ProblemError, and a run that reviews nothing checks it before it returns it.
             state = start(store, app.settings, problem, config, out_dir, began=began, on_progress=show,
-                          unsafe_no_sandbox=unsafe_no_sandbox, **target)
+                          unsafe_no_sandbox=unsafe_no_sandbox, setup_seconds=setup, **target)
     except KeyboardInterrupt as exc:  # a stop signal: the loop marked the run interrupted
         click.echo(resume_hint(getattr(exc, "run_id", "") or show.run_id or resume_id or ""), err=True)
         raise

@@ -106,6 +106,10 @@ def test_a_problem_that_crashes_every_worker_is_recorded_and_the_others_go_on(ev
     for r in (diag, relu):
         assert not r["timings_representative"] and r["gpu"] == "cpu" and r["torch"] and r["kskill_version"]
         assert r["iterations_to_best"] is not None and r["tokens"] == 0 and r["engine"] == "local"
+        # Where optimize's clock went before its loop: each step named, together no more than when the loop began.
+        setup = {k: v for k, v in r["optimize_step_seconds"].items() if k.startswith("setup: ")}
+        assert set(setup) == {"setup: imports", "setup: store", "setup: agents"}
+        assert sum(setup.values()) <= r["optimize_loop_began_s"] + 0.05
 
 
 def test_results_csv_has_one_row_per_problem_with_the_documented_columns(evaluated):

@@ -72,9 +72,13 @@ def test_time_spent_before_the_run_counts_against_its_limit(store, tmp_path):
     """`optimize` starts the clock before it checks the problem: a run begun with its whole limit
     already spent reviews nothing and says the budget is spent."""
     config = LoopConfig(**{**FAST, "time_limit_s": 30.0})
-    state = start(store, load_settings(), GEMM, config, tmp_path / "run", began=time.monotonic() - 30.0)
+    state = start(store, load_settings(), GEMM, config, tmp_path / "run", began=time.monotonic() - 30.0,
+                  setup_seconds={"setup: store": 29.5})
     assert state.stop_reason.startswith("wall-time budget spent"), state.stop_reason
     assert all(a.status == "unreviewed" for a in state.attempts.values() if a.n > 0)
+    # Where the clock went before the loop is in the run's step seconds: the caller's steps, and start's own.
+    assert state.step_seconds["setup: store"] == 29.5 and 0 <= state.step_seconds["setup: agents"] < 30
+    assert state.loop_began_s >= 30
 
 
 def test_the_one_by_one_batch_bounds_each_review_by_what_is_left(tmp_path):
