@@ -29,4 +29,6 @@ if [ -n "$ONLY" ] && [ $SECONDS -lt $STOP ]; then
   kill $COPIER; cp -u $S/$E/rows/*.json $ROWS/ 2>/dev/null
   tail -30 $OUT/logs/push.txt
   tar czf $OUT/push.tgz --exclude='*.pt' --exclude=kh -C $S .
+  # the store's own logs (its data stays): a run that waited on the store says so there (push-h200-s49, call 1)
+  (cd $S && find kh -name '*.log' | tar czf $OUT/store-logs.tgz -T -)
 fi
