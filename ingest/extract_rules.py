@@ -137,7 +137,8 @@ its title names, or the Bottleneck or Technique its sentences name most (at leas
 it, takes as evidence the body sentence that names it and states a claim (a cue or a figure; not the title, not a
 mention in passing), nearest by meaning to the node's text; a node only the title names may take a sentence that
 explains it unnamed, as explained.py reads them. "DRAM-bound", "HBM-bound" and "GMEM-bound" name memory_bandwidth as
-"memory-bound" does (lexicon.ALIASES).
+"memory-bound" does (lexicon.ALIASES). And a remedy whose bottleneck only the document's title names is no remedy, as
+one whose technique only the title names was not (_stated).
 """
 
 from __future__ import annotations
@@ -400,7 +401,12 @@ def _stated(claims: list[Claim], view: SentenceView, title: str = "") -> list[Cl
     if PURPOSE.search(view.text):  # "..., to minimize the number of transactions" goes on from the previous sentence
         context += view.previous
     headed = frozenset(m.id for m in context)
-    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.context_text, view.header)]
+    # learned-25: nor its bottleneck from the title alone: on a page titled for a bottleneck ("Vulkan Per-Submit
+    # Overhead ...") a sentence that names only a technique is no remedy for it
+    titled = frozenset(m.id for m in nearest[0]) - headed if title and nearest[1].strip() == title.strip() else frozenset()
+    stated = {m.id for m in view.named} | headed | {m.id for m in view.previous if PURPOSE.search(view.text)}
+    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.context_text, view.header)
+            and not (c.relation == "ADDRESSED_BY" and c.subject.id in titled and c.subject.id not in stated)]
 
 
 def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:

@@ -59,8 +59,12 @@ def test_heading_context_gives_the_missing_side(extractor, tmp_path):
 
 
 def test_a_heading_naming_the_bottleneck_makes_it_the_sections_topic(extractor, tmp_path):
-    text = "# Memory access as a bottleneck\n\nIt is obviously faster if we can combine kernels into one.\n"
+    # a section's heading under the document's title (learned-25: the title alone names no remedy's bottleneck)
+    text = ("# GPU notes\n\n## Memory access as a bottleneck\n\n"
+            "It is obviously faster if we can combine kernels into one.\n")
     assert ("memory_bandwidth", "ADDRESSED_BY", "kernel_fusion") in triples(extractor, tmp_path, text)
+    titled = "# Memory access as a bottleneck\n\nIt is obviously faster if we can combine kernels into one.\n"
+    assert ("memory_bandwidth", "ADDRESSED_BY", "kernel_fusion") not in triples(extractor, tmp_path, titled)
 
 
 def test_a_technique_section_inside_a_bottlenecks_remedies_is_a_remedy(extractor, tmp_path):

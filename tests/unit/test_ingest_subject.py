@@ -138,3 +138,29 @@ def test_the_extractor_reads_the_subject_from_a_whole_document(tmp_path):
     extractor = RuleExtractor(linker, RuleSettings(learned=False))
     [claim] = extractor.subject(load_document(path), [])
     assert (claim.subject.id, claim.evidence.quote) == ("memory_bandwidth", DRAM_BOUND)
+
+
+def test_a_bottleneck_only_the_title_names_is_no_remedys_side():
+    """learned-25 (extract_rules._stated): under a title naming a bottleneck, a sentence naming only a technique states
+    no remedy for it; it does when it names the bottleneck itself, or when a heading other than the title names it."""
+    from kskill.ingest.extract_rules import _stated
+
+    title = "Memory-bound kernels"
+    text = "Each warp then reads its tile with shared-memory tiling, so that the loads are reused by every thread."
+    linker = Linker({})
+    bound = Mention("memory_bandwidth", "Bottleneck", 0, 0, True)
+
+    def view(sentence: str, heading: str) -> SentenceView:
+        return SentenceView(sentence, Span(sentence, "offset 0"), linker.mentions(sentence), [[bound]], [],
+                            PassageLinks(), heading)
+
+    def remedy(v: SentenceView) -> Claim:
+        return Claim(EntityRef("Bottleneck", "memory_bandwidth"), "ADDRESSED_BY",
+                     EntityRef("Technique", "shared_memory_tiling"), 0.7, v.span, "rules")
+
+    under_title = view(text, title)
+    assert _stated([remedy(under_title)], under_title, title) == []
+    naming = view("When the kernel is memory-bound, " + text[0].lower() + text[1:], title)
+    assert len(_stated([remedy(naming)], naming, title)) == 1
+    under_section = view(text, "Memory-bound kernels in practice")
+    assert len(_stated([remedy(under_section)], under_section, title)) == 1
