@@ -35,7 +35,7 @@ CONFIDENCE = 0.55  # one rule, one confidence: at the default bar, below it wher
 def explaining(view: SentenceView, kind_of: Mapping[str, str]) -> str | None:
     """The node the sentence may explain without naming it: its passage's first node by meaning, when neither the
     sentence nor a heading names a node of that kind and the sentence has an explaining form."""
-    if not (DEFINITION.search(view.text) or CAUSE.search(view.text) or REMEDY.search(view.text)):
+    if not explaining_form(view.text):
         return None
     ranked = sorted(view.about.meaning.items(), key=lambda item: -item[1])
     if not ranked:
@@ -45,6 +45,11 @@ def explaining(view: SentenceView, kind_of: Mapping[str, str]) -> str | None:
     if kind not in ("Bottleneck", "Technique") or view.of_kind(kind) or view.from_heading(kind) is not None:
         return None
     return node_id
+
+
+def explaining_form(text: str) -> bool:
+    """A sentence of explaining form: a definition, a cause or a remedy (relations.DEFINITION, CAUSE, REMEDY)."""
+    return any(p.search(text) for p in (DEFINITION, CAUSE, REMEDY))
 
 
 def explained(views: Sequence[tuple[SentenceView, str]], linker: EntityLinker,

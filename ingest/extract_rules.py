@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-24`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-22`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-21`); the default is the scorer's choice
-(`learned-24`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-25`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-23`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-22`); the default is the scorer's choice
+(`learned-25`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -132,6 +132,13 @@ advises against or says can be slow a Bottleneck ("Avoid triggering Hostcalls", 
 operations, which can be very slow"); a title's name is taken as the sentence under it writes it ("caching
 allocator"), and a plain "Use X" (mostly a tool for a step), a version, a setup step, advice with no reason of speed or
 cost, or a cost a stated benefit outweighs is no proposal.
+learned-25 (eval/ingest/runs/subject-session49.md) gives a document evidence for what it is about (subject.py): the node
+its title names, or the Bottleneck or Technique its sentences name most (at least twice), when no kept claim speaks of
+it, takes as evidence the body sentence that names it and states a claim (a cue or a figure; not the title, not a
+mention in passing), nearest by meaning to the node's text; a node only the title names may take a sentence that
+explains it unnamed, as explained.py reads them. "DRAM-bound", "HBM-bound" and "GMEM-bound" name memory_bandwidth as
+"memory-bound" does (lexicon.ALIASES). And a remedy whose bottleneck only the document's title names is no remedy, as
+one whose technique only the title names was not (_stated).
 """
 
 from __future__ import annotations
@@ -141,7 +148,7 @@ from dataclasses import dataclass, replace
 
 from .claims import Claim, Span, merge_claims
 from .explained import explained, explaining
-from .linking import EntityLinker
+from .linking import EntityLinker, PassageLinks
 from .loaders import Document
 from .passages import Passage, is_statement, passages
 from .proposals import ProposalFinder
@@ -151,6 +158,7 @@ from .precision import PRECISION_WEIGHTS, PrecisionModel
 from .sense import SENSE_WEIGHTS, SenseCheck
 from .scorer import WEIGHTS, ClaimScorer, DocumentTopics, focus, proposal_signals, view_signals
 from .statement import similarity_pair
+from .subject import recurring_subjects, subject_evidence, unspoken_subjects
 from .support import gated
 from .tables import measured_subjects, reads_whole, table_row
 from .unstated import why_unstated
@@ -158,12 +166,12 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-24"
+VERSION = "precision-25"
 # learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
 # candidates (eval/ingest/runs/candidates-session40.md)
-LEARNED_VERSION = "learned-24"
-SENSE_VERSION = "sense-22"  # learned-24 and the sense check (sense.py)
-RULES_VERSION = "rules-21"  # the rules alone, when no scorer is used
+LEARNED_VERSION = "learned-25"
+SENSE_VERSION = "sense-23"  # learned-25 and the sense check (sense.py)
+RULES_VERSION = "rules-22"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:
@@ -214,7 +222,21 @@ class RuleExtractor:
         kept = self.stated([c for c in self.kept(*self.read(doc)) if not far_by_meaning(c)])
         if self.scorer is not None:  # learned-6: weak support is kept below the default bar, not emitted at it
             kept = [c for c in gated(kept) if c.confidence >= self.settings.min_confidence]
+            # learned-25: what the document is about (the node its title names or its sentences name most), when
+            # nothing kept speaks of it, from the sentence that best states a claim about it
+            kept += [c for c in gated(self.subject(doc, kept)) if c.confidence >= self.settings.min_confidence]
         return merge_claims(self.sense.filter(kept, self.linker) if self.sense is not None else kept)
+
+    def subject(self, doc: Document, kept: list[Claim]) -> list[Claim]:
+        """Evidence for what the document is about, the nodes its title names or its sentences name most, where no
+        kept claim speaks of them (subject.py)."""
+        parts = passages(doc)
+        recurring = recurring_subjects(self._topics(doc, parts).sentences_naming, self.linker.kind_of)
+        wanted = unspoken_subjects(doc.title or "", recurring, kept, self.linker.mentions)
+        if not wanted:
+            return []
+        views = [view for passage in parts for view, _ in self._views(doc, passage, PassageLinks())]
+        return subject_evidence(doc.title or "", wanted, views, self.linker, self.name, FAR)
 
     def kept(self, ruled: list[Claim], weak: list[Claim]) -> list[Claim]:
         """What the rules keep at their bars, and the weak candidates the scorer keeps."""
@@ -379,7 +401,12 @@ def _stated(claims: list[Claim], view: SentenceView, title: str = "") -> list[Cl
     if PURPOSE.search(view.text):  # "..., to minimize the number of transactions" goes on from the previous sentence
         context += view.previous
     headed = frozenset(m.id for m in context)
-    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.context_text, view.header)]
+    # learned-25: nor its bottleneck from the title alone: on a page titled for a bottleneck ("Vulkan Per-Submit
+    # Overhead ...") a sentence that names only a technique is no remedy for it
+    titled = frozenset(m.id for m in nearest[0]) - headed if title and nearest[1].strip() == title.strip() else frozenset()
+    stated = {m.id for m in view.named} | headed | {m.id for m in view.previous if PURPOSE.search(view.text)}
+    return [c for c in claims if not why_unstated(c, view.text, view.named, headed, view.context_text, view.header)
+            and not (c.relation == "ADDRESSED_BY" and c.subject.id in titled and c.subject.id not in stated)]
 
 
 def _signed(claims: list[Claim], view: SentenceView, topics: DocumentTopics, start: int) -> list[Claim]:

@@ -48,7 +48,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
                          r"memory access (?:is |as )?(?:a |the )?bottleneck", r"memory bus utili[sz]ation",
                          # "GPU memory utilization" is capacity
                          r"memory (?:bus )?throughput",
-                         r"wastes? (?:the )?memory bandwidth"),
+                         r"wastes? (?:the )?memory bandwidth",
+                         # learned-25: bound by the device memory named as the memory itself, as "memory-bound" above:
+                         # "DRAM-bound" (Nsight Compute's name for device memory), "HBM-bound" (roofline write-ups of
+                         # HBM parts), "GMEM-bound" (CUTLASS/CuTe's name for global memory)
+                         r"(?:dram|hbm|gmem|global[- ]memory)[- ]bound\b"),
     "compute_limited": (r"compute[- ]bound", r"compute[- ]intensive", r"math[- ]bound", r"limited by (?:floating-point|flops|compute)",
                         r"(?:maximum |maximi[sz]\w+ )?(?:instruction|arithmetic|math) throughput",
                         # learned-23: bound by an execution unit as AMD's guides name them (VALU, the MFMA matrix unit)
