@@ -268,12 +268,14 @@ _MD_SETEXT = re.compile(r"^(?![ \t]*(?:[-*+>|]|\d+\.)[ \t])([^\n|]*\w[^\n|]*)\n[
 _MD_FRONT_MATTER = re.compile(r"\A---\n.*?\n---[ \t]*$", re.S | re.M)
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
 _MD_HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)  # a licence header kept in a comment is no heading
 _MD_MARKS = re.compile(r"`+|\*\*|__|(?<!\w)[*_](?=\w)|(?<=\w)[*_](?!\w)")
 _MD_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}[^\n]*$", re.M)
 
 
 def clean_markdown(raw: str) -> tuple[str, list[Section]]:
     text = _MD_FRONT_MATTER.sub(_blank, raw)
+    text = _HTML_COMMENT.sub(_blank, text)
     text = _MD_FENCE.sub(_blank, text)
     sections = [Section(m.start(), _plain_title(m.group(2)), len(m.group(1))) for m in _MD_HEADING.finditer(text)]
     sections += [Section(m.start(), _plain_title(m.group(1)), 1 if m.group(2)[0] == "=" else 2)
@@ -338,7 +340,7 @@ _HTML_ENTITY = re.compile(r"&(#\d+|#x[0-9a-fA-F]+|\w+);")
 
 def clean_html(raw: str) -> tuple[str, list[Section]]:
     text = _HTML_DROP.sub(_blank, raw)
-    text = re.sub(r"<!--.*?-->", _blank, text, flags=re.S)
+    text = _HTML_COMMENT.sub(_blank, text)
     sections = [Section(m.start(), _plain_title(_HTML_TAG.sub(" ", html.unescape(m.group(2)))), int(m.group(1)))
                 for m in _HTML_HEADING.finditer(text)]
     # A block tag ends a sentence; it becomes a newline padded to its length.
@@ -357,9 +359,9 @@ _EMOJI_SHORTCODE = re.compile(r"(?<![\w:]):[a-z0-9_+-]+:(?![\w:])")
 
 
 def _plain_title(title: str) -> str:
-    """A heading as plain text: markup, links, emoji shortcodes and pictographs ("😌 calm") taken out; an underscore
-    inside a word stays ("gemm_sol_final")."""
-    title = _EMOJI_SHORTCODE.sub(" ", title)
+    """A heading as plain text: markup, inline HTML tags ("<ins>Section 4c</ins>"), links, emoji shortcodes and
+    pictographs ("😌 calm") taken out; an underscore inside a word stays ("gemm_sol_final")."""
+    title = _EMOJI_SHORTCODE.sub(" ", _MD_HTML_TAG.sub(" ", title))
     title = "".join(" " if unicodedata.category(c) == "So" or c == "\ufe0f" else c for c in title)
     return " ".join(re.sub(r"[`*]|(?<!\w)_+|_+(?!\w)|\[([^\]]*)\]\([^)]*\)", r"\1", title).split())[:120]
 

@@ -325,7 +325,8 @@ def _isolation(choice: SandboxChoice, layout: Layout | None, limits: SandboxLimi
             "dropped_env": dropped, "sandbox": choice.backend, "namespaces": choice.namespaces,
             **describe(layout), "env_passed": passed, "process_limit": limits.max_processes,
             "limits_note": limits_note, "memory_strategy": memory, "sandbox_note": choice.note,
-            "peak_memory_mb": round(peak / 2**20, 1) if peak else None,
+            # rounded up to 0.1 MB, so that a peak over the memory limit never reads as the limit itself
+            "peak_memory_mb": -(-peak * 10 // 2**20) / 10 if peak else None,
             "peak_processes": status.get("peak_processes")}
 
 

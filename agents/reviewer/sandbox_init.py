@@ -342,7 +342,7 @@ def _check_limits(job: dict, own_namespace: bool, result: dict) -> bool:
     result["peak_memory_bytes"] = max(result["peak_memory_bytes"], used)
     if used > job["memory_limit_bytes"]:
         result["limit"] = "memory"
-        result["detail"] = (f"{used / 2**20:.0f} MB in {len(pids)} process(es), above the "
+        result["detail"] = (f"{-(-used * 10 // 2**20) / 10:.1f} MB in {len(pids)} process(es), above the "
                             f"{job['memory_limit_bytes'] / 2**20:.0f} MB limit")
         return True
     return False

@@ -47,6 +47,17 @@ def test_a_heading_s_emoji_and_emphasis_are_no_part_of_the_title_and_its_colons_
         assert doc.title == title
 
 
+def test_a_markdown_comment_is_no_heading_and_inline_html_is_no_part_of_a_title(tmp_path):
+    """A licence header kept in an HTML comment ("# Copyright ..." lines inside <!-- -->) titles nothing and says
+    nothing; a heading wrapped in inline tags ("<ins>...</ins>") is titled by its words (both seen in heldout28)."""
+    raw = ("<!--\n# Copyright (c) 2019 Someone. All rights reserved.\n#\n# Redistribution is permitted.\n-->\n"
+           "# <ins>Kernel Vectorization</ins>\n\nVectorize the inner loop.\n")
+    doc = load_document(write(tmp_path, "a.md", raw))
+    assert doc.title == "Kernel Vectorization" and [s.title for s in doc.sections] == ["Kernel Vectorization"]
+    assert "Copyright" not in doc.text and "Redistribution" not in doc.text and len(doc.text) == len(raw)
+    assert doc.section_of(raw.index("Vectorize")) == "Kernel Vectorization"
+
+
 def test_rst_headings_roles_and_code_blocks(tmp_path):
     raw = ("Guide\n=====\n\nCoalescing\n----------\n\nUse :ref:`coalesced access <coal>` here.\n\n"
            "  .. code-block:: python\n\n     secret_code()\n\nAfter the code.\n")
