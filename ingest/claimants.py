@@ -115,7 +115,8 @@ COSTLY = re.compile(rf"^\W*(?:however|but|unfortunately|note that|in practice)?,
                     rf"usually|generally|typically)\s+)?(?:slow|expensive|costly)\b(?!\s+to\b)",
                     re.I)
 # Words that open a sentence without naming anything: pronouns, determiners, the document's own work.
-OPENERS = re.compile(r"^(?:this|that|these|those|it|they|we|our|you|your|he|she|there|here|which|each|every|all|"
+OPENERS = re.compile(r"^(?:this|that|these|those|it|they|them|themselves|itself|we|us|our|you|your|he|she|him|there|"
+                     r"here|which|each|every|all|"
                      r"both|such|some|many|most|one|any|other|another|no|its|their|his|her|my|in|on|for|with|by|"
                      r"at|from|if|when|while|as|so|but|then|also|however|thus|overall|finally|first|second|next)$",
                      re.I)

@@ -141,7 +141,8 @@ explains it unnamed, as explained.py reads them. "DRAM-bound", "HBM-bound" and "
 one whose technique only the title names was not (_stated).
 learned-26 reads the same claims from cleaner text (loaders.py): a Markdown file's HTML comments are blanked, so a
 licence header kept in one ("<!-- # Copyright ... -->") makes no heading, no title and no passage, and a heading's
-inline tags ("<ins>Section 4c</ins>") are no part of its title (both seen in heldout28's run, session 49).
+inline tags ("<ins>Section 4c</ins>") are no part of its title; and an object pronoun ("you can use them to improve
+...") names nothing (claimants.OPENERS), as a subject pronoun did not (all three seen in heldout28's run, session 49).
 """
 
 from __future__ import annotations

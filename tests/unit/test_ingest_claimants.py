@@ -313,3 +313,16 @@ def test_a_restriction_is_a_gate_not_a_proposals_name():
     assert not _plausible("Swizzle only for 16-bit")
     assert not _plausible("Prefetch only when aligned")
     assert _plausible("Prefetch-only pipelining")
+
+
+@pytest.mark.parametrize("text", [
+    "This section shows how you can use them to improve the performance of your model.",  # heldout28's "them"
+    "You can use it to reduce the latency of each request.",
+    "Kernels can use themselves to speed up the next call.",
+])
+def test_a_pronoun_recommended_for_a_benefit_names_nothing(text):
+    assert used_names(text) == []
+
+
+def test_a_name_recommended_for_a_benefit_is_still_named():
+    assert used_names("To mitigate the cost you can use FastDivmod to pre-calculate the factors.") == ["FastDivmod"]
