@@ -149,6 +149,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from .claims import Claim, Span, merge_claims
 from .explained import explained, explaining
@@ -200,6 +201,12 @@ class RuleSettings:
     sense: bool = False
 
 
+class Reading(NamedTuple):
+    """One pass over a document's statements: how often each node is named, and every statement seen in context."""
+    topics: DocumentTopics
+    views: list[SentenceView]
+
+
 class RuleExtractor:
     """Claims from a document without a model endpoint."""
 
@@ -223,23 +230,28 @@ class RuleExtractor:
                         else LEARNED_VERSION if self.precision is None else VERSION)
 
     def extract(self, doc: Document) -> list[Claim]:
-        kept = self.stated([c for c in self.kept(*self.read(doc)) if not far_by_meaning(c)])
+        ruled, weak, reading = self._read(doc)
+        kept = self.stated([c for c in self.kept(ruled, weak) if not far_by_meaning(c)])
         if self.scorer is not None:  # learned-6: weak support is kept below the default bar, not emitted at it
             kept = [c for c in gated(kept) if c.confidence >= self.settings.min_confidence]
             # learned-25: what the document is about (the node its title names or its sentences name most), when
             # nothing kept speaks of it, from the sentence that best states a claim about it
-            kept += [c for c in gated(self.subject(doc, kept)) if c.confidence >= self.settings.min_confidence]
+            kept += [c for c in gated(self.subject(doc, kept, reading)) if c.confidence >= self.settings.min_confidence]
         return merge_claims(self.sense.filter(kept, self.linker) if self.sense is not None else kept)
 
-    def subject(self, doc: Document, kept: list[Claim]) -> list[Claim]:
+    def subject(self, doc: Document, kept: list[Claim], reading: Reading | None = None) -> list[Claim]:
         """Evidence for what the document is about, the nodes its title names or its sentences name most, where no
-        kept claim speaks of them (subject.py)."""
-        parts = passages(doc)
-        recurring = recurring_subjects(self._topics(doc, parts).sentences_naming, self.linker.kind_of)
+        kept claim speaks of them (subject.py); `reading`: the document's pass of _read, if made already (else its
+        statements are read here, unlinked: subject reads no passage's links)."""
+        if reading is None:
+            parts = passages(doc)
+            reading = Reading(self._topics(doc, parts),
+                              [view for passage in parts for view, _ in self._views(doc, passage, PassageLinks())])
+        topics, views = reading
+        recurring = recurring_subjects(topics.sentences_naming, self.linker.kind_of)
         wanted = unspoken_subjects(doc.title or "", recurring, kept, self.linker.mentions)
         if not wanted:
             return []
-        views = [view for passage in parts for view, _ in self._views(doc, passage, PassageLinks())]
         return subject_evidence(doc.title or "", wanted, views, self.linker, self.name, FAR)
 
     def kept(self, ruled: list[Claim], weak: list[Claim]) -> list[Claim]:
@@ -265,6 +277,10 @@ class RuleExtractor:
     def read(self, doc: Document) -> tuple[list[Claim], list[Claim]]:
         """The claims the rules keep at their own bars (with the proposals), and the weak candidates the rules
         see with low bars (with the proposals too), each carrying its signals."""
+        return self._read(doc)[:2]
+
+    def _read(self, doc: Document) -> tuple[list[Claim], list[Claim], Reading]:
+        """read's claims, and the pass over the document they came from (for subject)."""
         parts = passages(doc)
         topics = self._topics(doc, parts)
         title = doc.title or ""
@@ -310,7 +326,7 @@ class RuleExtractor:
                        for group in (ruled, weak))
         if self.scorer is not None:
             ruled, weak, proposals = self._with_similarity(ruled, weak, proposals)
-        return ruled + proposals, weak + proposals
+        return ruled + proposals, weak + proposals, Reading(topics, [view for view, _ in views])
 
     def _with_similarity(self, *groups: list[Claim]) -> tuple[list[Claim], ...]:
         """Each claim's sentence compared by meaning with its node's text and with the other nodes of that kind
