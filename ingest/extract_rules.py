@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-26`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-24`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-23`); the default is the scorer's choice
-(`learned-26`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-27`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-25`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-24`); the default is the scorer's choice
+(`learned-27`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -143,11 +143,15 @@ learned-26 reads the same claims from cleaner text (loaders.py): a Markdown file
 licence header kept in one ("<!-- # Copyright ... -->") makes no heading, no title and no passage, and a heading's
 inline tags ("<ins>Section 4c</ins>") are no part of its title; and an object pronoun ("you can use them to improve
 ...") names nothing (claimants.OPENERS), as a subject pronoun did not (all three seen in heldout28's run, session 49).
+learned-27 (eval/ingest/runs/catalogue-session50.md) reads a catalogue: under a title whose head noun says its section
+lists methods ("Core Pallas design patterns", "Key Patterns", "Key optimization strategies"), each list item's label
+names a technique and the item defines it, as evidence for the node the graph has or as a proposal (proposals.py); a
+company's name is no proposal ("Apple also reduces ..."); and a reStructuredText grid table's border is no heading
+underline (both seen in heldout29's run, session 50).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -155,7 +159,7 @@ from .claims import Claim, Span, merge_claims
 from .explained import explained, explaining
 from .linking import EntityLinker, PassageLinks
 from .loaders import Document
-from .passages import Passage, is_statement, passages
+from .passages import Passage, in_item, is_statement, item_label, passages
 from .proposals import ProposalFinder
 from .requirements import gate_claims, requirement_claims
 from .relations import PURPOSE, ClaimRules, SentenceView, heading_gains
@@ -171,12 +175,12 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-26"
+VERSION = "precision-27"
 # learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
 # candidates (eval/ingest/runs/candidates-session40.md)
-LEARNED_VERSION = "learned-26"
-SENSE_VERSION = "sense-24"  # learned-26 and the sense check (sense.py)
-RULES_VERSION = "rules-23"  # the rules alone, when no scorer is used
+LEARNED_VERSION = "learned-27"
+SENSE_VERSION = "sense-25"  # learned-27 and the sense check (sense.py)
+RULES_VERSION = "rules-24"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:
@@ -374,26 +378,6 @@ class RuleExtractor:
                                    header), sentence.start
             previous = named
             lead = sentence.text if sentence.text.rstrip().endswith(":") else lead if item else ""
-
-
-# What opens a list item: a bullet or a number.
-ITEM_MARK = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+")
-# The label that opens a list item: "- **Cache hints:** Using ... improves L2 hit rates" (the loader blanks the bold
-# marks, so the label is what comes before the item's first colon).
-ITEM_LABEL = re.compile(ITEM_MARK.pattern + r"(?:\*\*)?([^:.*\n]{2,60}?)[ \t]*(?:\*\*)?:(?:\*\*)?(?=\s)")
-
-
-def in_item(text: str, at: int) -> bool:
-    """Whether position `at` of the document is on a line that opens a list item ("1. Run a few warmup iterations
-    ... for statistical significance")."""
-    return ITEM_MARK.match(text, text.rfind("\n", 0, at) + 1) is not None
-
-
-def item_label(text: str, at: int) -> str:
-    """The label of the list item whose line holds position `at` of the document, or ""."""
-    line = text.rfind("\n", 0, at) + 1
-    found = ITEM_LABEL.match(text, line)
-    return found.group(1) if found and found.end() <= at else ""
 
 
 def far_by_meaning(claim: Claim) -> bool:

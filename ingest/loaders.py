@@ -290,7 +290,9 @@ def clean_markdown(raw: str) -> tuple[str, list[Section]]:
     return text, sections
 
 
-_RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.]){3,}[ \t]*$", re.M)
+# A heading's underline (or overline) repeats one punctuation character; a grid table's border mixes them ("+---+").
+_RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}[ \t]*$", re.M)
+_RST_GRID_RULE = re.compile(r"^[ \t]*\+(?:[-=]+\+)+[ \t]*$", re.M)
 _RST_DIRECTIVE_BLOCK = re.compile(  # a directive, its options and its body (indented deeper)
     r"^([ \t]*)\.\. [\w:-]+::[^\n]*\n(?:[ \t]*\n|\1[ \t]+[^\n]*\n)*", re.M)
 _RST_COMMENT = re.compile(r"^\.\.(?: [^\n]*)?\n(?:[ \t]+[^\n]*\n)*", re.M)
@@ -312,6 +314,7 @@ def clean_rst(raw: str) -> tuple[str, list[Section]]:
             level = levels.setdefault(m.group(1), len(levels) + 1)
             sections.append(Section(line_start, title, level))
     text = _RST_UNDERLINE.sub(_blank, text)
+    text = _RST_GRID_RULE.sub(_blank, text)
     # Admonitions hold prose worth reading; other directives (code, images, tables of options) do not.
     text = _RST_DIRECTIVE_BLOCK.sub(
         lambda m: _blank_directive_head(m) if _directive_name(m) in _RST_ADMONITIONS else _blank(m), text)

@@ -116,3 +116,23 @@ def _sentence_case(words: list[str]) -> bool:
     """Most longer words past the first in lower case: a sentence, not a title ("Reduce Memory Traffic With Fusion")."""
     longer = [w for w in words[1:] if len(w) > 3 and w.isalpha()]
     return bool(longer) and 2 * sum(w[0].islower() for w in longer) >= len(longer)
+
+
+# What opens a list item: a bullet or a number.
+ITEM_MARK = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+")
+# The label that opens a list item: "- **Cache hints:** Using ... improves L2 hit rates" (the loader blanks the bold
+# marks, so the label is what comes before the item's first colon).
+ITEM_LABEL = re.compile(ITEM_MARK.pattern + r"(?:\*\*)?([^:.*\n]{2,60}?)[ \t]*(?:\*\*)?:(?:\*\*)?(?=\s)")
+
+
+def in_item(text: str, at: int) -> bool:
+    """Whether position `at` of the document is on a line that opens a list item ("1. Run a few warmup iterations
+    ... for statistical significance")."""
+    return ITEM_MARK.match(text, text.rfind("\n", 0, at) + 1) is not None
+
+
+def item_label(text: str, at: int) -> str:
+    """The label of the list item whose line holds position `at` of the document, or ""."""
+    line = text.rfind("\n", 0, at) + 1
+    found = ITEM_LABEL.match(text, line)
+    return found.group(1) if found and found.end() <= at else ""

@@ -18,7 +18,9 @@ claimants.py); a name retrieval finds alike to a technique only by their shared 
 "Warp specialization") is not that technique. What a title or a sentence advises using for speed is a Technique, what
 it advises against or says can be slow a Bottleneck (learned-24, advice.py), a title's name taken as the sentence under
 it writes it ("Use Caching Memory Allocator": "caching allocator"). Proposals carry the nearest existing nodes, for
-`kskill skills review`.
+`kskill skills review`. Under a title that heads a catalogue ("Core design patterns", "Key optimization strategies"),
+each list item's label names a technique, the item its definition: evidence for the node the graph has, or a proposal
+(learned-27).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from .advice import REASON as ADVICE_REASON, advised_names, advised_title
 from .claims import Claim, EntityRef, Span
 from .linking import EntityLinker
 from .loaders import Document
-from .passages import Passage, is_statement
+from .passages import ITEM_LABEL, Passage, is_statement
 from .claimants import (PHRASE_WORD, called_names, claims_for, costly_name, defined_name, means_names, spelled_acronyms,
                          subject_name, used_names)
 from .relations import APPLY, MEASURE, MEASURE_HEADING, NEGATION as NEGATED, REMEDY, gains_of
@@ -42,6 +44,17 @@ SAME_STEP = 0.75  # cosine of a candidate's name and a protocol step's text abov
 MAX_PROPOSALS = 8  # per document: a long guide names many things, the review queue should stay short
 MAX_GAINS = 6  # speedups kept for one proposal: a results table repeats its factors
 CLAIMED = 0.55  # the score of a name read from what its sentence claims for it (claimants.py)
+LISTED = 0.6  # the score of a list item's label under a catalogue's title (learned-27)
+# learned-27: a title whose head noun says its section lists methods: "Core Pallas design patterns", "Key Patterns",
+# "Key optimization strategies" (not "Best Practices" or "Tips", which list steps and advice in the imperative).
+CATALOGUE = re.compile(r"\b(?:patterns|techniques|optimi[sz]ations|strategies|tricks)\W*$", re.I)
+# An imperative opening a label is a step, not a name ("Align data structures", "Prefer 1D indexing").
+IMPERATIVE = re.compile(r"^(?:prefer|align|consider|minimi[sz]e|maximi[sz]e|test|balance|calculate|generate|save|"
+                        r"compare|try|increase|decrease|reduce|limit|move|precompute|combine|apply|optimi[sz]e|avoid|"
+                        r"use|run|install|check|ensure|profile|measure|keep|make|set|add)\b", re.I)
+# A company is no method: "Apple also reduces the amount of threadgroup memory bandwidth" names no technique "Apple".
+VENDOR = re.compile(r"^(?:apple|nvidia|amd|intel|google|microsoft|meta|qualcomm|arm|huawei|amazon|aws|samsung|"
+                    r"imagination|broadcom|mediatek|graphcore|cerebras|groq|tenstorrent)$", re.I)
 GENERIC = re.compile(
     r"^(?:\d+[.)]?\s*)?(?:introduction|overview|conclusions?|summary|background|references?|usage|installation|"
     r"requirements|prerequisites|getting started|examples?|results?|performance|benchmarks?|acknowledge?ments?|"
@@ -100,6 +113,7 @@ class Candidate:
     score: float
     gains: tuple[tuple[float, Span], ...] = ()  # speedups other sentences under its title state for it
     head_noun_only: bool = False  # named by nothing but a technique's head noun ending a phrase: weak support
+    listed: bool = False  # a list item's label under a catalogue's title: evidence for the node, if the graph has it
 
 
 class ProposalFinder:
@@ -118,14 +132,23 @@ class ProposalFinder:
             for cand in self._candidates(doc, headings, page, body, below):
                 key = cand.name.lower()
                 held = found.get(key)
-                best = cand if held is None or cand.score > held.score else held
+                # a catalogue's item keeps its own sentence: the name is its label there
+                better = held is None or cand.score > held.score or cand.listed and cand.score >= held.score
+                best = cand if better else held
                 # one name, one proposal: the speedups its other mentions state are its gains too
-                found[key] = best if held is None else replace(best, gains=_merged(held.gains, cand.gains))
-        candidates = [c for c in found.values() if not any(m.kind == c.kind for m in self.linker.mentions(c.name))]
+                found[key] = best if held is None else replace(best, gains=_merged(held.gains, cand.gains),
+                                                                 listed=held.listed or cand.listed)
+        named = {key: [m.id for m in self.linker.mentions(c.name) if m.kind == c.kind] for key, c in found.items()}
+        candidates = [c for c in found.values() if not named[c.name.lower()]]
         matches = self._matches(candidates)
         fresh = _distinct(sorted((c for c in candidates if not self._exists(c, matches[c.name.lower()])),
                                  key=lambda c: -c.score))
         claims: list[Claim] = []
+        for cand in found.values():  # learned-27: a catalogue's item the graph has is evidence for its node
+            known = named[cand.name.lower()] or [i for i, _, same in matches.get(cand.name.lower(), []) if same]
+            if cand.listed and known:
+                claims.append(Claim(EntityRef(cand.kind, known[0]), "SUPPORTS", None, cand.score, cand.evidence,
+                                    self.extractor, kind="definition"))
         for cand in fresh[:MAX_PROPOSALS]:
             claims.extend(self._claims_for(cand, matches[cand.name.lower()]))
         return claims
@@ -178,12 +201,36 @@ class ProposalFinder:
             for m in list(ACRONYM.finditer(text)) + list(LEAD.finditer(text)):
                 yield from self._named(m.group(1), context, headings, 0.65, statements)
             yield from self._claimed_names(text, span, context, headings, statements, below)
+        if headings and CATALOGUE.search(headings[-1]):
+            yield from self._listed(doc, context, headings, body)
         if doc.kind == "markdown":
             for text, span in body:
                 start = max(_offset(span) - 4, 0)  # the opening ** sits just before the sentence
                 for term in BOLD.findall(doc.raw[start:start + len(text) + 200]):
                     if term.lower().strip(" :") in text.lower():
                         yield from self._named(term, context, headings, 0.5, statements)
+
+    def _listed(self, doc: Document, context: str, headings: tuple[str, ...], body: list[tuple[str, Span]]):
+        """The labels of the list items under a catalogue's title, each a Technique (or a protocol step, by its head
+        noun), with a statement of the item as its evidence: "- **Online Accumulation:** Combine partial results as
+        you go; don't materialize huge intermediate arrays." (learned-27). The item's statement that uses the name is
+        its evidence, else the one that states a remedy or a benefit, else its first."""
+        items: dict[int, list[tuple[str, Span]]] = {}
+        for text, span in body:
+            at = _offset(span)
+            items.setdefault(doc.text.rfind("\n", 0, at) + 1, []).append((text, span))
+        for line, sentences in items.items():
+            m = ITEM_LABEL.match(doc.text, line)
+            said = [(t, s) for t, s in sentences if is_statement(t)]
+            if not m or m.end() > _offset(sentences[0][1]) + len(sentences[0][0]) or not said:
+                continue  # no labelled item opens this line, or it states nothing
+            name = " ".join(m.group(1).split()).strip(" .:-")
+            if not _plausible(name, camel=True) or IMPERATIVE.match(name) or SETTING_HEADS.search(name):
+                continue
+            evidence = next((s for s in said if _mentions(s[0], name)), None) or next(
+                (s for s in said if REMEDY.search(s[0]) or re.search(BENEFIT, s[0], re.I)), said[0])
+            kind = "ProtocolStep" if self._kind(name, context, headings, False) == "ProtocolStep" else "Technique"
+            yield Candidate(name, kind, evidence[1], context, LISTED, _gains(name, said), listed=True)
 
     def _named(self, name: str, context: str, headings: tuple[str, ...], base: float,
                statements: list[tuple[str, Span]], explicit: bool = False, head_noun_only: bool = False):
@@ -464,7 +511,7 @@ def _plausible(name: str, camel: bool = False) -> bool:
     """A name, not a sentence fragment or an identifier: few words, no code, not a verb first. `camel`: a word in
     camel case that opens with a capital is a product's name ("SageAttention"), not an identifier ("blockDim")."""
     words = name.split()
-    if not (1 <= len(words) <= 6 and 3 <= len(name) <= 60) or GENERIC.match(name):
+    if not (1 <= len(words) <= 6 and 3 <= len(name) <= 60) or GENERIC.match(name) or VENDOR.match(name):
         return False
     identifier = r"\b[a-z]\w*[a-z][A-Z]" if camel else r"[a-z][A-Z]"
     # learned-17: a number format's short name ("gf4", "fp8", "nf4") is a name, not a fragment

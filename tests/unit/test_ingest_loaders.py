@@ -67,6 +67,17 @@ def test_rst_headings_roles_and_code_blocks(tmp_path):
     assert doc.section_chain(raw.index("After")) == ["Coalescing", "Guide"]
 
 
+def test_an_rst_grid_table_is_no_heading(tmp_path):
+    """A grid table's border ("+----+----+") underlines no heading: its last row was once read as the title of
+    everything after the table (seen in heldout29's run)."""
+    raw = ("Timing\n======\n\n+------+-------+\n| Size | Time  |\n+======+=======+\n| 8    | 0.018 |\n"
+           "+------+-------+\n\nThe synchronize call waits for every kernel.\n")
+    doc = load_document(write(tmp_path, "a.rst", raw))
+    assert [s.title for s in doc.sections] == ["Timing"]
+    assert doc.section_of(raw.index("The synchronize")) == "Timing"
+    assert "+---" not in doc.text and "0.018" in doc.text
+
+
 def test_html_tags_scripts_and_entities(tmp_path):
     raw = "<html><head><title>t</title></head><body><h2>Fusion</h2><p>Fuse A &amp; B.</p><script>evil()</script></body>"
     doc = load_document(write(tmp_path, "a.html", raw))

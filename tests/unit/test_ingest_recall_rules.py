@@ -247,3 +247,50 @@ def test_learned19_nodes_said_in_other_words(lexicon, text, node):
     ("The CPU does not enqueue kernels fast enough to keep the GPU busy.", "low_parallelism")])
 def test_learned19_the_same_words_without_their_sense_name_nothing(lexicon, text, node):
     assert node not in _ids(lexicon, text)
+
+
+CATALOGUE = """# Writing kernels
+
+## {title}
+
+These are the common techniques used in our kernels.
+
+- **Auxiliary Metadata:** Precompute control tables and keep them in fast scalar memory.
+- **Online softmax:** Two-pass algorithm. Avoids materializing the full softmax vector.
+- **Align data structures:** Pad every structure to 16 bytes so that loads stay aligned.
+"""
+
+
+def _read(proposals, tmp_path, text: str) -> set[tuple[str, str, str]]:
+    """Each claim's subject (an existing node's id, or a proposal's kind and name), relation and quote."""
+    from kskill.ingest.loaders import load_document
+    from kskill.ingest.passages import passages
+
+    path = tmp_path / "doc.md"
+    path.write_text(text)
+    doc = load_document(path)
+    return {(c.subject.id or f"{c.subject.kind} {c.subject.name}", c.relation, c.evidence.quote)
+            for c in proposals.claims(doc, passages(doc))}
+
+
+def test_a_catalogues_labels_name_techniques_new_or_known(proposals, tmp_path):
+    """learned-27: under a title that heads a catalogue, each list item's label names a technique the item defines:
+    a proposal when the graph lacks it, evidence for the node when it has it; an imperative label is a step."""
+    found = _read(proposals, tmp_path, CATALOGUE.format(title="Core design patterns"))
+    assert ("Technique Auxiliary Metadata", "SUPPORTS",
+            "- Auxiliary Metadata: Precompute control tables and keep them in fast scalar memory.") in found
+    assert ("online_softmax", "SUPPORTS", "Avoids materializing the full softmax vector.") in found
+    assert not any("Align" in subject for subject, _, _ in found)
+
+
+def test_a_list_of_advice_is_no_catalogue(proposals, tmp_path):
+    found = _read(proposals, tmp_path, CATALOGUE.format(title="Best Practices"))
+    assert not any("Auxiliary Metadata" in subject for subject, _, _ in found)
+    assert not any(subject == "online_softmax" for subject, _, _ in found)
+
+
+def test_a_company_is_no_technique(proposals, tmp_path):
+    """learned-27: "Apple also reduces ..." names no technique "Apple" (heldout29)."""
+    found = _read(proposals, tmp_path, "# Apple GPUs\n\nApple also reduces the amount of threadgroup memory bandwidth, "
+                                       "which improves power efficiency.\n")
+    assert not any(subject.endswith(" Apple") for subject, _, _ in found)
