@@ -48,6 +48,8 @@ LISTED = 0.6  # the score of a list item's label under a catalogue's title (lear
 # learned-27: a title whose head noun says its section lists methods: "Core Pallas design patterns", "Key Patterns",
 # "Key optimization strategies" (not "Best Practices" or "Tips", which list steps and advice in the imperative).
 CATALOGUE = re.compile(r"\b(?:patterns|techniques|optimi[sz]ations|strategies|tricks)\W*$", re.I)
+# A title that opens with a gerund names an activity, not a list of methods: "Applying patterns".
+GERUND_FIRST = re.compile(r"^\W*[A-Za-z]+ing\b")
 # An imperative opening a label is a step, not a name ("Align data structures", "Prefer 1D indexing").
 IMPERATIVE = re.compile(r"^(?:prefer|align|consider|minimi[sz]e|maximi[sz]e|test|balance|calculate|generate|save|"
                         r"compare|try|increase|decrease|reduce|limit|move|precompute|combine|apply|optimi[sz]e|avoid|"
@@ -144,10 +146,9 @@ class ProposalFinder:
         fresh = _distinct(sorted((c for c in candidates if not self._exists(c, matches[c.name.lower()])),
                                  key=lambda c: -c.score))
         claims: list[Claim] = []
-        for cand in found.values():  # learned-27: a catalogue's item the graph has is evidence for its node
-            known = named[cand.name.lower()] or [i for i, _, same in matches.get(cand.name.lower(), []) if same]
-            if cand.listed and known:
-                claims.append(Claim(EntityRef(cand.kind, known[0]), "SUPPORTS", None, cand.score, cand.evidence,
+        for key, cand in found.items():  # learned-27: a catalogue's item the lexicon names is evidence for its node
+            if cand.listed and named[key]:  # (retrieval's "same" is too loose for a label: "Constexpr flags ...")
+                claims.append(Claim(EntityRef(cand.kind, named[key][0]), "SUPPORTS", None, cand.score, cand.evidence,
                                     self.extractor, kind="definition"))
         for cand in fresh[:MAX_PROPOSALS]:
             claims.extend(self._claims_for(cand, matches[cand.name.lower()]))
@@ -201,7 +202,7 @@ class ProposalFinder:
             for m in list(ACRONYM.finditer(text)) + list(LEAD.finditer(text)):
                 yield from self._named(m.group(1), context, headings, 0.65, statements)
             yield from self._claimed_names(text, span, context, headings, statements, below)
-        if headings and CATALOGUE.search(headings[-1]):
+        if headings and CATALOGUE.search(headings[-1]) and not GERUND_FIRST.match(headings[-1]):
             yield from self._listed(doc, context, headings, body)
         if doc.kind == "markdown":
             for text, span in body:
@@ -226,6 +227,11 @@ class ProposalFinder:
                 continue  # no labelled item opens this line, or it states nothing
             name = " ".join(m.group(1).split()).strip(" .:-")
             if not _plausible(name, camel=True) or IMPERATIVE.match(name) or SETTING_HEADS.search(name):
+                continue
+            # a label written as code is an argument's name ("``patterns``: a list of ..."), and an item that says
+            # nothing past its label defines nothing ("- Saved for backward vs recomputed: {save_vs_recompute}")
+            said_past_label = " ".join(t for t, _ in sentences)[m.end() - line:]
+            if "`" in doc.raw[max(m.start(1) - 2, 0):m.end(1) + 2] or len(said_past_label.split()) < 3:
                 continue
             evidence = next((s for s in said if _mentions(s[0], name)), None) or next(
                 (s for s in said if REMEDY.search(s[0]) or re.search(BENEFIT, s[0], re.I)), said[0])
