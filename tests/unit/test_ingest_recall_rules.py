@@ -294,3 +294,22 @@ def test_a_company_is_no_technique(proposals, tmp_path):
     found = _read(proposals, tmp_path, "# Apple GPUs\n\nApple also reduces the amount of threadgroup memory bandwidth, "
                                        "which improves power efficiency.\n")
     assert not any(subject.endswith(" Apple") for subject, _, _ in found)
+
+
+@pytest.mark.parametrize("text", [
+    # a title that opens with a gerund names an activity
+    "# Fusion\n\n## Applying patterns\n\n- Operator grouping: the pass fuses each matched subgraph into one kernel.\n",
+    # a label written as code is an argument's name
+    "# Fusion\n\n## Key patterns\n\n- `grouping`: the pass fuses each matched subgraph into one kernel.\n",
+    # an item that says nothing past its label
+    "# Template\n\n## Key patterns\n\n- Operator grouping saved for backward: {grouping_note}\n",
+])
+def test_what_no_catalogue_label_names(proposals, tmp_path, text):
+    assert not any("grouping" in subject.lower() for subject, _, _ in _read(proposals, tmp_path, text))
+
+
+def test_a_catalogue_label_stated_as_a_definition_is_proposed(proposals, tmp_path):
+    """The positive twin of the cases above: the same item under a catalogue's title, as prose."""
+    found = _read(proposals, tmp_path, "# Fusion\n\n## Key patterns\n\n- Operator grouping: the pass fuses each "
+                                       "matched subgraph into one kernel.\n")
+    assert any(subject == "Technique Operator grouping" for subject, _, _ in found)
