@@ -444,7 +444,11 @@ OTHER_SENSES: dict[str, re.Pattern[str]] = {node_id: re.compile(pattern, re.I) f
                            r"\b(?:alu|fma|fp(?:16|32|64)|int(?:8|32)?|mio|lsu|math|arithmetic|execution|instruction)s? pipe(?:line)?s?\b|"
                            # learned-16: unified memory's pages prefetched to the device ("tries to prefetch
                            # allocations that are used in kernels"), not loads staged ahead of compute
-                           r"prefetch\w* (?:\w+ )?allocations?|page (?:fault|migrat)\w*|unified (?:shared )?memory|managed memory",
+                           r"prefetch\w* (?:\w+ )?allocations?|page (?:fault|migrat)\w*|unified (?:shared )?memory|managed memory|"
+                           # learned-28: a graphics API's pipeline object (WebGPU's, Vulkan's, Metal's), set up with its
+                           # bind groups or layout ("pass the texture and histogram buffer to our pipeline")
+                           r"bind ?groups?|\b(?:compute|render|graphics) pipelines?\b|"
+                           r"pipeline ?(?:layouts?|state objects?|descriptors?)\b",
     "memory_bandwidth": r"\bhost\b|\bpcie\b|\bsdma\b|memory (?:capacity|footprint)|memory consumption",
     "launch_overhead": r"first (?:launch|call|run)\b",
     "barrier_stall": r"collective|all-?reduce|tensor parallel|across (?:gpus|nodes|ranks)",

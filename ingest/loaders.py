@@ -185,10 +185,13 @@ def is_readme(path: Path) -> bool:
 
 
 def front_matter(raw: str) -> dict:
-    """The YAML front matter of a Markdown file as a mapping ({} when absent or not a mapping)."""
+    """The YAML front matter of a Markdown file as a mapping ({} when absent or not a mapping), or its metadata block in
+    MultiMarkdown's form ("Title: ...", "Author: ..." lines before the first blank line, keys in lower case)."""
     m = _MD_FRONT_MATTER.match(raw)
     if not m:
-        return {}
+        block = _MD_METADATA.match(raw)
+        return {key.strip().lower(): value.strip() for key, _, value in
+                (line.partition(":") for line in block.group(0).splitlines())} if block else {}
     import yaml
 
     try:
@@ -266,6 +269,9 @@ _MD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
 # A setext heading: a line of text underlined with = (level 1) or - (level 2); not a table row or list item.
 _MD_SETEXT = re.compile(r"^(?![ \t]*(?:[-*+>|]|\d+\.)[ \t])([^\n|]*\w[^\n|]*)\n[ \t]{0,3}(=+|-+)[ \t]*$", re.M)
 _MD_FRONT_MATTER = re.compile(r"\A---\n.*?\n---[ \t]*$", re.S | re.M)
+# MultiMarkdown's metadata: "Key: value" lines opening the file, one of them its title, ended by a blank line.
+_METADATA_LINE = r"[A-Za-z][\w-]*[ \t]*:[^\n]*\n"
+_MD_METADATA = re.compile(rf"\A(?=(?:{_METADATA_LINE})*?title[ \t]*:)(?:{_METADATA_LINE})+(?=[ \t]*\n)", re.I)
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
 _MD_HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)  # a licence header kept in a comment is no heading
@@ -274,7 +280,7 @@ _MD_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}[^\n]*$", re.M)
 
 
 def clean_markdown(raw: str) -> tuple[str, list[Section]]:
-    text = _MD_FRONT_MATTER.sub(_blank, raw)
+    text = _MD_METADATA.sub(_blank, _MD_FRONT_MATTER.sub(_blank, raw))
     text = _HTML_COMMENT.sub(_blank, text)
     text = _MD_FENCE.sub(_blank, text)
     sections = [Section(m.start(), _plain_title(m.group(2)), len(m.group(1))) for m in _MD_HEADING.finditer(text)]

@@ -3,7 +3,7 @@
 The claim rules and the scorer weigh cues; some readings of a sentence rule a claim out whatever the cues
 say. Each was a class of error a person found when judging extracted items on the tune documents:
 - the sentence points elsewhere ("for a deeper dive, read the paper", "see section 3", "inspired by X"), not only in a
-  bracketed aside ("(see the accompanying laplacian.cpp)");
+  bracketed aside ("(see the accompanying laplacian.cpp)"), or is a cited title, wholly in quotation marks (learned-28);
 - it is a line of code or a configuration field ("T.copy(A, A_shared)", "CUTLASS_FILE : path");
 - it names the node in passing: one item of a series ("loop unrolling, constant folding, CSE"), an example
   after "such as", or part of an identifier;
@@ -44,6 +44,9 @@ from .tables import CELL, cell_index, subject_cell
 # A bracketed aside: a pointer there ("... we use hipEventElapsedTime() (see the accompanying laplacian.cpp for full
 # details)") leaves the sentence's own claim standing (learned-11).
 ASIDE = re.compile(r"\([^()]*\)")
+# learned-28: a sentence wholly in quotation marks is a title cited ("Performance engineering for ... on GPUs"), as a
+# list of papers gives them
+CITED = re.compile(r'^\W{0,3}["“][^"”]{10,}["”]\W*$')
 POINTS_ELSEWHERE = re.compile(
     r"\b(?:please (?:see|refer|read)|refer(?:s|ring)? to (?:the |our |this )?(?:\{|original |\w+ )?(?:paper|post|blog|"
     r"section|chapter|documentation|docs|article|guide|tutorial|presentation|repo\w*)\b|(?:we )?recommend (?:reading|checking)|"
@@ -209,6 +212,8 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
             return reason
     if POINTS_ELSEWHERE.search(ASIDE.sub(" ", text)):
         return "points elsewhere"
+    if CITED.match(text):
+        return "a cited title"
     if PLANNED.search(text):
         return "planned or future work, not stated as done"
     if is_code(text):

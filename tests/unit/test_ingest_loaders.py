@@ -150,3 +150,15 @@ def test_discover_applies_include_and_exclude_and_reports_unsupported(tmp_path):
     assert [f.path.name for f in only_md] == ["a.md", "c.md"]
     named = discover([tmp_path / "papers" / "d.csv", tmp_path / "missing.md"])
     assert "unsupported type .csv" in named[0].skipped and named[1].skipped == "no such file or folder"
+
+
+def test_a_multimarkdown_metadata_block_titles_the_document_and_says_nothing(tmp_path):
+    """"Title: ..." and "Author: ..." lines before the first blank line are metadata, as YAML front matter is (seen in
+    heldout30's run); a file that opens with a "Note:" line holds no such block."""
+    raw = ("Title: GPU Histograms\nDescription: Efficiently compute a histogram.\nAuthor: A. Writer\n\n"
+           "# Computing a histogram\n\nAtomics serialize when many invocations hit one bin.\n")
+    doc = load_document(write(tmp_path, "a.md", raw))
+    assert (doc.title, doc.authors) == ("GPU Histograms", "A. Writer")
+    assert "Efficiently" not in doc.text and "Atomics serialize" in doc.text and len(doc.text) == len(raw)
+    plain = load_document(write(tmp_path, "b.md", "Note: read this first.\n\n# Histograms\n\nAtomics serialize.\n"))
+    assert plain.title == "Histograms" and "read this first" in plain.text

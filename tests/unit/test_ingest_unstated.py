@@ -325,3 +325,18 @@ def test_learned18_work_in_progress_the_problem_of_a_technique_and_a_list_of_exa
                   heading="Compute-intensive kernels > Example scenarios:") == "an item of a list of examples, not a remedy"
     assert reason(lexicon, remedy("compute_limited", "shared_memory_tiling"), stencil,
                   heading="Compute-intensive kernels > What to do:") == ""
+
+
+@pytest.mark.parametrize("text", ["We need a bind group to pass the texture and histogram buffer to our pipeline.",
+                                  "The compute pipeline holds the shader module and reads its buffers in stages."])
+def test_learned28_a_graphics_apis_pipeline_object_is_no_software_pipelining(lexicon, text):
+    """learned-28: WebGPU's, Vulkan's and Metal's pipeline objects, set up with bind groups and layouts (heldout30)."""
+    assert reason(lexicon, evidence("software_pipelining", "Technique"), text) == "another sense of the node's name"
+
+
+def test_learned28_a_cited_title_states_nothing(lexicon):
+    """A paper's title in a README's list of publications (heldout30), not the same words said as a claim."""
+    cited = '"Performance engineering for real and complex tall & skinny matrix multiplication kernels on GPUs"'
+    assert reason(lexicon, evidence("skinny_gemm", "Bottleneck"), cited) == "a cited title"
+    said = "Tall and skinny matrix multiplication kernels on GPUs are limited by memory bandwidth."
+    assert reason(lexicon, evidence("skinny_gemm", "Bottleneck"), said) != "a cited title"
