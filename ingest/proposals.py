@@ -48,8 +48,9 @@ LISTED = 0.6  # the score of a list item's label under a catalogue's title (lear
 # learned-27: a title whose head noun says its section lists methods: "Core Pallas design patterns", "Key Patterns",
 # "Key optimization strategies" (not "Best Practices" or "Tips", which list steps and advice in the imperative).
 CATALOGUE = re.compile(r"\b(?:patterns|techniques|optimi[sz]ations|strategies|tricks)\W*$", re.I)
-# A title that opens with a gerund names an activity, not a list of methods: "Applying patterns".
-GERUND_FIRST = re.compile(r"^\W*[A-Za-z]+ing\b")
+# A title that opens with a gerund names an activity, not a list of methods: "Applying patterns" (a technique's head
+# noun in -ing is a noun there: "Scheduling Patterns").
+GERUND_FIRST = re.compile(r"^\W*([A-Za-z]+ing)\b")
 # An imperative opening a label is a step, not a name ("Align data structures", "Prefer 1D indexing").
 IMPERATIVE = re.compile(r"^(?:prefer|align|consider|minimi[sz]e|maximi[sz]e|test|balance|calculate|generate|save|"
                         r"compare|try|increase|decrease|reduce|limit|move|precompute|combine|apply|optimi[sz]e|avoid|"
@@ -202,7 +203,7 @@ class ProposalFinder:
             for m in list(ACRONYM.finditer(text)) + list(LEAD.finditer(text)):
                 yield from self._named(m.group(1), context, headings, 0.65, statements)
             yield from self._claimed_names(text, span, context, headings, statements, below)
-        if headings and CATALOGUE.search(headings[-1]) and not GERUND_FIRST.match(headings[-1]):
+        if headings and CATALOGUE.search(headings[-1]) and not _activity(headings[-1]):
             yield from self._listed(doc, context, headings, body)
         if doc.kind == "markdown":
             for text, span in body:
@@ -230,7 +231,8 @@ class ProposalFinder:
                 continue
             # a label written as code is an argument's name ("``patterns``: a list of ..."), and an item that says
             # nothing past its label defines nothing ("- Saved for backward vs recomputed: {save_vs_recompute}")
-            said_past_label = " ".join(t for t, _ in sentences)[m.end() - line:]
+            last_text, last_span = sentences[-1]
+            said_past_label = doc.text[m.end():_offset(last_span) + len(last_text)]
             if "`" in doc.raw[max(m.start(1) - 2, 0):m.end(1) + 2] or len(said_past_label.split()) < 3:
                 continue
             evidence = next((s for s in said if _mentions(s[0], name)), None) or next(
@@ -511,6 +513,12 @@ def _clean_title(title: str) -> str:
     while re.search(generic_tail, title, flags=re.I):
         title = re.sub(generic_tail, "", title, flags=re.I)
     return title.strip(" :")
+
+
+def _activity(title: str) -> bool:
+    """Whether a section title opens with a gerund that is no technique's head noun ("Applying patterns")."""
+    m = GERUND_FIRST.match(title)
+    return m is not None and not TECHNIQUE_HEADS.fullmatch(m.group(1))
 
 
 def _plausible(name: str, camel: bool = False) -> bool:

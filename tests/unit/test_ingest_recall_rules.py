@@ -308,8 +308,9 @@ def test_what_no_catalogue_label_names(proposals, tmp_path, text):
     assert not any("grouping" in subject.lower() for subject, _, _ in _read(proposals, tmp_path, text))
 
 
-def test_a_catalogue_label_stated_as_a_definition_is_proposed(proposals, tmp_path):
+@pytest.mark.parametrize("title", ["Key patterns", "Scheduling patterns"])  # a technique's head noun opens the second
+def test_a_catalogue_label_stated_as_a_definition_is_proposed(proposals, tmp_path, title):
     """The positive twin of the cases above: the same item under a catalogue's title, as prose."""
-    found = _read(proposals, tmp_path, "# Fusion\n\n## Key patterns\n\n- Operator grouping: the pass fuses each "
+    found = _read(proposals, tmp_path, f"# Fusion\n\n## {title}\n\n- Operator grouping: the pass fuses each "
                                        "matched subgraph into one kernel.\n")
     assert any(subject == "Technique Operator grouping" for subject, _, _ in found)
