@@ -105,8 +105,8 @@ def ingest_folder(folder: Path, names: list[str], extractor: str = "learned") ->
 
 def ingest_paths(paths: list[Path], extractor: str = "learned") -> dict[str, Any]:
     """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "learned"
-    (learned-28, the shipped extractor), "precision" (precision-28, with the sentence-level precision model), "sense"
-    (sense-26, with the sense check) or "rules" (rules-25)."""
+    (learned-29, the shipped extractor), "precision" (precision-29, with the sentence-level precision model), "sense"
+    (sense-27, with the sense check) or "rules" (rules-26)."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
@@ -261,8 +261,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
     parser.add_argument("--extractor", choices=["learned", "precision", "sense", "rules"], default="learned",
                         help="learned: the scorer without the opt-in filters (learned-25); precision or sense: with "
-                             "the precision model (precision-28) or the sense check (sense-26); rules: the rules alone "
-                             "(rules-25), for side-by-side figures")
+                             "the precision model (precision-29) or the sense check (sense-27); rules: the rules alone "
+                             "(rules-26), for side-by-side figures")
     parser.add_argument("--reverse", action="store_true",
                         help="ingest the corpus documents in the opposite order (a check: recall must not change)")
     args = parser.parse_args()

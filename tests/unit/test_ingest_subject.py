@@ -164,3 +164,10 @@ def test_a_bottleneck_only_the_title_names_is_no_remedys_side():
     assert len(_stated([remedy(naming)], naming, title)) == 1
     under_section = view(text, "Memory-bound kernels in practice")
     assert len(_stated([remedy(under_section)], under_section, title)) == 1
+
+
+def test_every_node_three_sentences_name_is_a_subject_too():
+    """learned-29: not only the node named most; one named by three sentences or more (and not one named twice
+    beside it)."""
+    naming = {"autotune_launch": 5, "shared_memory_tiling": 3, "memory_bandwidth": 2}
+    assert sorted(m.id for m in recurring_subjects(naming, KIND_OF)) == ["autotune_launch", "shared_memory_tiling"]
