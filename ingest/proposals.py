@@ -51,10 +51,10 @@ CATALOGUE = re.compile(r"\b(?:patterns|techniques|optimi[sz]ations|strategies|tr
 # A title that opens with a gerund names an activity, not a list of methods: "Applying patterns" (a technique's head
 # noun in -ing is a noun there: "Scheduling Patterns").
 GERUND_FIRST = re.compile(r"^\W*([A-Za-z]+ing)\b")
-# An imperative opening a label is a step, not a name ("Align data structures", "Prefer 1D indexing").
-IMPERATIVE = re.compile(r"^(?:prefer|align|consider|minimi[sz]e|maximi[sz]e|test|balance|calculate|generate|save|"
-                        r"compare|try|increase|decrease|reduce|limit|move|precompute|combine|apply|optimi[sz]e|avoid|"
-                        r"use|run|install|check|ensure|profile|measure|keep|make|set|add)\b", re.I)
+# An imperative opening a label is a step, not a name ("Align data structures", "Prefer 1D indexing"): VERB_FIRST's
+# verbs and these, which advice lists open with.
+IMPERATIVE = re.compile(r"prefer|align|consider|minimi[sz]e|maximi[sz]e|test|balance|calculate|generate|save|compare|"
+                        r"try|increase|decrease|reduce|limit|move|precompute|combine|apply|optimi[sz]e")
 # A company is no method: "Apple also reduces the amount of threadgroup memory bandwidth" names no technique "Apple".
 VENDOR = re.compile(r"^(?:apple|nvidia|amd|intel|google|microsoft|meta|qualcomm|arm|huawei|amazon|aws|samsung|"
                     r"imagination|broadcom|mediatek|graphcore|cerebras|groq|tenstorrent)$", re.I)
@@ -227,7 +227,9 @@ class ProposalFinder:
             if not m or m.end() > _offset(sentences[0][1]) + len(sentences[0][0]) or not said:
                 continue  # no labelled item opens this line, or it states nothing
             name = " ".join(m.group(1).split()).strip(" .:-")
-            if not _plausible(name, camel=True) or IMPERATIVE.match(name) or SETTING_HEADS.search(name):
+            first = name.split()[0].lower()
+            if (not _plausible(name, camel=True) or VERB_FIRST.match(first) or IMPERATIVE.fullmatch(first)
+                    or SETTING_HEADS.search(name)):
                 continue
             # a label written as code is an argument's name ("``patterns``: a list of ..."), and an item that says
             # nothing past its label defines nothing ("- Saved for backward vs recomputed: {save_vs_recompute}")
