@@ -81,6 +81,7 @@ class EmbeddedServer:
             except BaseException:
                 self._release_client_lock()
                 raise
+            self._ensure_reaper()
 
     def detach(self) -> None:
         """Leave the server; the last client compacts the log, records the counts and stops it."""
@@ -88,18 +89,29 @@ class EmbeddedServer:
             return
         with self._server_lock():
             self._release_client_lock()
-            last = try_lock_fd(self.data_dir / "clients.lock", fcntl.LOCK_EX)
-            if last is None:
-                return
-            try:
-                self._housekeeping()
-                self._stop()
-            finally:
-                os.close(last)
+            self._stop_if_unused()
+
+    def stop_if_unused(self) -> bool:
+        """What the last client does on leaving, for clients killed before they could (the reaper's check):
+        when no client holds the server, record the counts, fold a grown log and stop it. True if it was unused."""
+        with self._server_lock():
+            return self._stop_if_unused()
+
+    def _stop_if_unused(self) -> bool:
+        last = try_lock_fd(self.data_dir / "clients.lock", fcntl.LOCK_EX)
+        if last is None:
+            return False
+        try:
+            self._housekeeping()
+            self._stop()
+        finally:
+            os.close(last)
+        return True
 
     def restart_after_crash(self) -> None:
         with self._server_lock():
             self.ensure_running()
+            self._ensure_reaper()
 
     def ensure_running(self) -> None:
         """Start the server unless one answers (call under the server lock)."""
@@ -232,6 +244,21 @@ class EmbeddedServer:
             subprocess.run(args, check=True, capture_output=True, timeout=START_TIMEOUT_S, env=server_env())
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
             raise StoreUnavailable(f"could not start the embedded graph server: {exc}") from exc
+
+    def _ensure_reaper(self) -> None:
+        """Start the server's reaper (reaper.py) unless one watches it: it stops the server should every client be
+        killed before it leaves."""
+        free = try_lock_fd(self.data_dir / "reaper.lock", fcntl.LOCK_EX)
+        if free is None:
+            return
+        os.close(free)
+        try:
+            subprocess.Popen([sys.executable, "-m", "kskill.graph_schema.reaper", str(self.data_dir)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        except OSError as exc:
+            self.notify(f"warning: could not start the graph server's reaper ({exc}); a killed kskill process "
+                        "leaves the server running until the next one leaves")
 
     def _wait_until_ready(self, aof_bytes: int, log_offset: int | None = None) -> None:
         """Wait while redis replays its files (INFO says `loading:1`), with progress for long loads.

@@ -19,7 +19,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from kskill.graph_schema import aof, datadir, queries
+from kskill.graph_schema import aof, datadir, queries, reaper
 from kskill.graph_schema.embedded import EmbeddedServer, EmbeddedStore
 from kskill.graph_schema.errors import GraphError, StoreUnavailable
 from kskill.graph_schema.processes import alive, read_pid
@@ -81,6 +81,35 @@ def test_two_processes_share_one_server(tmp_path: Path):
     assert _ids(first) == ["second"]
     first.close()
     assert not EmbeddedServer(tmp_path / "graph").ping()
+
+
+def test_a_server_whose_clients_were_all_killed_is_stopped_by_its_reaper(tmp_path: Path):
+    """A client killed before it could leave leaves its server to the reaper (reaper.py): it waits while a client
+    holds the server, stops it within a few polls of the last client's death, and the data stays."""
+    script = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from kskill.graph_schema.store import open_store
+        from kskill.graph_schema import queries
+        s = open_store("embedded", Path({str(tmp_path)!r}))
+        s.write(queries.merge_nodes("Technique"), {{"rows": [{{"id": "kept", "props": {{}}}}], "now": "t"}})
+        print(s.server.status()["pid"], flush=True)
+        time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    server_pid = int(proc.stdout.readline())
+    time.sleep(reaper.POLL_S * 1.5)
+    assert alive(server_pid), "the reaper leaves a server alone while a client holds it"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + reaper.POLL_S * 4
+    while alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(server_pid), "the reaper stopped the server nobody used"
+    assert "kskill reaper: stopped the server" in (tmp_path / "graph" / "server.log").read_text()
+    store = open_store("embedded", tmp_path)
+    assert _ids(store) == ["kept"], "a clean stop: the data is all there"
+    store.close()
 
 
 def test_server_killed_then_recovered_without_loss(tmp_path: Path):
