@@ -47,6 +47,14 @@ CATALOG = re.compile(r"\b(?:optimi[sz]ations?|techniques|strategies|remedies|fix
 # What a technique costs ("trades memory for compute", "Risks: ..."): a sentence saying only this is no remedy.
 COST = re.compile(r"\b(?:at the cost of|at the expense of|trades?\b|trade-?offs?|drawbacks?|downsides?|risks?|"
                   r"penalt\w+|caveats?)\b", re.I)
+# learned-30: what a section's technique makes worse is its cost: "reducing occupancy" lowers something wanted
+# ("Increasing register usage means ... fewer waves per SIMD, effectively reducing occupancy", under "Register
+# tiling"), and a way out the sentence calls detrimental is none ("... by using scratch memory instead, which is
+# detrimental to performance", under "GMEM double buffering")
+WORSENED = re.compile(r"\b(?:reduc\w+|lower\w*|decreas\w+|limit\w*|hurt\w*|hamper\w*)\s+(?:the\s+|its\s+|our\s+)?"
+                      r"(?:achieved\s+|effective\s+|overall\s+)?(?:occupancy|parallelism|throughput|bandwidth|"
+                      r"utili[sz]ation|reuse|hit rates?|performance|concurrency)\b"
+                      r"|\b(?:detrimental|harmful|counter-?productive)\b", re.I)
 NEGATION = re.compile(r"\b(?:not|no|never|cannot|can't|doesn't|don't|won't|neither|nor|without)\b", re.I)
 DEFINITION = re.compile(r"\b(?:is called|is known as|refers? to|occurs? when|happens? when|means|is when|is a "
                         r"(?:technique|method|way|feature)|this is|which is|are serialized|serializ\w+|stall\w*|"
@@ -348,6 +356,8 @@ class ClaimRules:
         text = view.text
         if b.end and t.end and t.start < b.start and CAUSE.search(text[t.end:b.start]) and not PURPOSE.search(text):
             return 0.6 + (0.1 if b.exact else 0.0), "cause"  # "pipelining ... higher register pressure"
+        if inherited == "heading" and WORSENED.search(text) and not PURPOSE.search(text):
+            return 0.6 + (0.1 if b.exact else 0.0), "cause"  # the heading's technique, and what it makes worse
         # A heading that names one side makes it the section's topic ("Memory access as a bottleneck"):
         # as good as naming it; the previous sentence's node or the passage's by meaning is a guess.
         score = 0.3 if inherited in ("previous", "meaning") else 0.4

@@ -2,7 +2,8 @@
 
 The claim rules and the scorer weigh cues; some readings of a sentence rule a claim out whatever the cues
 say. Each was a class of error a person found when judging extracted items on the tune documents:
-- the sentence points elsewhere ("for a deeper dive, read the paper", "see section 3", "inspired by X"), not only in a
+- the sentence points elsewhere ("for a deeper dive, read the paper", "see section 3", "inspired by X", "Debugging and
+  Profiling describes Nsight Compute": a chapter's title), not only in a
   bracketed aside ("(see the accompanying laplacian.cpp)"), or is a cited title, wholly in quotation marks (learned-28);
 - it is a line of code or a configuration field ("T.copy(A, A_shared)", "CUTLASS_FILE : path");
 - it names the node in passing: one item of a series ("loop unrolling, constant folding, CSE"), an example
@@ -64,6 +65,10 @@ POINTS_ELSEWHERE = re.compile(
     r"(?:^|[,;:–—]\s*)(?:please\s+)?(?:see|consult|cf\.?)\s+(?!(?:how|that|what|why|whether|if|a|an|it|this|these|them)\b)|"
     r"\b(?:learn|read|find out) more\b|\bmore (?:details|information) (?:can be found|is available|are available)\b)",
     re.I)
+# learned-30: a chapter's title that tells what the chapter holds ("Debugging and Profiling describes Nsight Compute and
+# Nsight Systems"): two or more capitalised words, joined by short lower-case words, before the verb
+CHAPTER_DESCRIBES = re.compile(r"^\W*[A-Z][\w-]*(?:\s+(?:and|&|of|the|for|with|in|to|[A-Z][\w-]*))+\s+"
+                               r"(?:describes|covers|explains|discusses|documents|walks through)\b")
 # learned-16: what is planned, not what holds ("For future work, SplitK ... is a potential speed up we'll investigate")
 PLANNED = re.compile(r"\bfuture work\b|\bleft (?:as|for) (?:a )?future\b|\bin a future (?:release|version|post)\b|"
                      r"\bwe(?:[’']ll| will| plan to| intend to| hope to)\s+(?:\w+\s+)?(?:investigate|explore|look into|"
@@ -210,7 +215,7 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
         reason = _proposal_unnamed(claim.subject)
         if reason:
             return reason
-    if POINTS_ELSEWHERE.search(ASIDE.sub(" ", text)):
+    if POINTS_ELSEWHERE.search(ASIDE.sub(" ", text)) or CHAPTER_DESCRIBES.match(text):
         return "points elsewhere"
     if CITED.match(text):
         return "a cited title"

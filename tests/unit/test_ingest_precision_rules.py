@@ -99,3 +99,40 @@ def test_the_baseline_of_a_comparison_gains_nothing(rules, tmp_path):
 def test_a_technique_named_as_the_baseline_gets_no_evidence(lexicon):
     text = "Compared to the unfused style using cuBLAS GEMMs, we improve performance by 1.5x."
     assert reason(lexicon, evidence("vendor_library", "Technique"), text) == "named as the baseline of a comparison"
+
+
+def _under_heading(lexicon: Lexicon, heading: str, text: str) -> list[tuple[str, str, str, str]]:
+    """What the claim rules (at the scorer's low bars) read from `text` under a section titled `heading`."""
+    from kskill.ingest.claims import Span
+    from kskill.ingest.linking import EntityLinker, PassageLinks
+    from kskill.ingest.relations import ClaimRules, SentenceView
+
+    view = SentenceView(text, Span(text, f"section {heading}, offset 0"), lexicon.mentions(text),
+                        [lexicon.mentions(heading)], [], PassageLinks(), heading)
+    rules = ClaimRules(EntityLinker(_nodes(), [], None), edge_bar=0.3, evidence_bar=0.3)
+    return [(*c.triple, c.kind) for c in rules.claims(view)]
+
+
+@pytest.mark.parametrize("text", [
+    "Increasing register usage means fewer warps stay resident, effectively reducing occupancy.",
+    "The compiler keeps register usage low by spilling to scratch memory instead, which is detrimental to performance.",
+])
+def test_what_a_sections_technique_makes_worse_is_its_cost_not_a_remedy(lexicon, text):
+    """learned-30 (seen in heldout33's run): under "Register tiling", a sentence saying what gets worse states a cause,
+    evidence for the bottleneck, and no remedy by the section's technique."""
+    claims = _under_heading(lexicon, "Register tiling", text)
+    assert not [c for c in claims if c[1] == "ADDRESSED_BY"], claims
+    assert ("register_pressure", "SUPPORTS", "", "cause") in claims
+
+
+def test_a_remedy_the_sections_technique_brings_stays(lexicon):
+    claims = _under_heading(lexicon, "Register tiling", "Keeping outputs in registers hides memory latency.")
+    assert ("memory_latency", "ADDRESSED_BY", "register_blocking", "remedy") in claims
+
+
+def test_a_chapters_title_that_tells_what_it_holds_is_a_pointer(lexicon):
+    """learned-30: "Debugging and Profiling describes Nsight Compute ..." sends the reader to a chapter."""
+    text = "Debugging and Profiling describes Nsight Compute and warm-up runs for timing."
+    assert reason(lexicon, evidence("measure_warmup", "ProtocolStep"), text, heading="Measuring") == "points elsewhere"
+    assert reason(lexicon, evidence("measure_warmup", "ProtocolStep"),
+                  "This section describes warm-up runs before timing.", heading="Measuring") != "points elsewhere"
