@@ -159,7 +159,9 @@ of it, the body sentence that names it and states a claim is its evidence, as fo
 learned-30 (eval/ingest/runs/learned30-session51.md) reads what a section's technique makes worse as its cost, not a
 remedy ("Increasing register usage means ... effectively reducing occupancy" under "Register tiling" is evidence for
 occupancy as a cause; relations.WORSENED), and a chapter's title that tells what the chapter holds ("Debugging and
-Profiling describes Nsight Compute") as a pointer (unstated.CHAPTER_DESCRIBES; both seen in heldout33's run).
+Profiling describes Nsight Compute") as a pointer (unstated.CHAPTER_DESCRIBES; both seen in heldout33's run), and a
+data loader's prefetch, streams overlapping copies with kernels and Pallas's scalar prefetch as no software pipelining
+(lexicon.OTHER_SENSES).
 """
 
 from __future__ import annotations

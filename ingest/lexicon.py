@@ -448,7 +448,12 @@ OTHER_SENSES: dict[str, re.Pattern[str]] = {node_id: re.compile(pattern, re.I) f
                            # learned-28: a graphics API's pipeline object (WebGPU's, Vulkan's, Metal's), set up with its
                            # bind groups or layout ("pass the texture and histogram buffer to our pipeline")
                            r"bind ?groups?|\b(?:compute|render|graphics) pipelines?\b|"
-                           r"pipeline ?(?:layouts?|state objects?|descriptors?)\b",
+                           r"pipeline ?(?:layouts?|state objects?|descriptors?)\b|"
+                           # learned-30: the host's side, a data loader prefetching batches or an input pipeline
+                           # ("Use a more efficient data loader, such as a prefetch loader"), streams overlapping
+                           # kernels with copies ("Streams are used to overlap computation and data transfer"), and
+                           # Pallas's scalar prefetch of grid indices: none is a kernel's loads staged ahead of compute
+                           r"data ?loaders?|prefetch loaders?|input pipelines?|scalar prefetch|\bstreams?\b[^.]{0,40}\boverlap",
     "memory_bandwidth": r"\bhost\b|\bpcie\b|\bsdma\b|memory (?:capacity|footprint)|memory consumption",
     "launch_overhead": r"first (?:launch|call|run)\b",
     "barrier_stall": r"collective|all-?reduce|tensor parallel|across (?:gpus|nodes|ranks)",

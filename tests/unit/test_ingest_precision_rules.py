@@ -136,3 +136,16 @@ def test_a_chapters_title_that_tells_what_it_holds_is_a_pointer(lexicon):
     assert reason(lexicon, evidence("measure_warmup", "ProtocolStep"), text, heading="Measuring") == "points elsewhere"
     assert reason(lexicon, evidence("measure_warmup", "ProtocolStep"),
                   "This section describes warm-up runs before timing.", heading="Measuring") != "points elsewhere"
+
+
+@pytest.mark.parametrize("text", [
+    "Switch to a faster data loader, for example one that prefetches the next batches.",
+    "Two streams let the copies overlap with the kernels of the previous batch.",
+    "Tune the block sizes, and optionally the scalar prefetch of the grid indices.",
+])
+def test_the_hosts_prefetching_and_streams_are_no_software_pipelining(lexicon, text):
+    """learned-30: a data loader's prefetch, streams overlapping copies with kernels and Pallas's scalar prefetch stage
+    nothing ahead of a kernel's compute."""
+    assert reason(lexicon, evidence("software_pipelining", "Technique"), text) == "another sense of the node's name"
+    inside = "Prefetch the next tile into shared memory while the current one is computed, to overlap loads and math."
+    assert reason(lexicon, evidence("software_pipelining", "Technique"), inside) == ""
