@@ -161,7 +161,7 @@ remedy ("Increasing register usage means ... effectively reducing occupancy" und
 occupancy as a cause; relations.WORSENED), and a chapter's title that tells what the chapter holds ("Debugging and
 Profiling describes Nsight Compute") as a pointer (unstated.CHAPTER_DESCRIBES; both seen in heldout33's run), and a
 data loader's prefetch, streams overlapping copies with kernels and Pallas's scalar prefetch as no software pipelining
-(lexicon.OTHER_SENSES).
+(lexicon.OTHER_SENSES), and what a benchmark covers as no measuring rule (unstated.SCOPE).
 """
 
 from __future__ import annotations

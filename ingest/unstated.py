@@ -24,7 +24,8 @@ say. Each was a class of error a person found when judging extracted items on th
 - a name in another of its senses (lexicon.OTHER_SENSES: "pipeline parallelism" is no software pipelining);
 - a bottleneck named as the contrast ("memory bound (and not compute bound)", "launch-bound rather than bandwidth-bound");
 - evidence for a protocol step read from a sentence and section that speak of no measurement, timing or
-  correctness check ("TmaAsync interleaving is limited to a single-CTA pipeline" is no interleaved timing);
+  correctness check ("TmaAsync interleaving is limited to a single-CTA pipeline" is no interleaved timing), or from one
+  telling what a benchmark covers ("This benchmark does not target ... past the second cache level");
 - a proposal whose name is an identifier, joins two things, or is a training method.
 Each test reads only the sentence, its headings and where it names the claim's nodes: none knows a document.
 """
@@ -161,6 +162,12 @@ PRESCRIBED = re.compile(r"\b(?:should|must|make sure|ensure|always|never|recomme
                         r"avoid\w*|do not|don[’']t|before|after|so that|otherwise|affect\w*|harm\w*|skew\w*|distort\w*|"
                         r"inflat\w+|bias\w*|nois[ey]\w*|mislead\w*|vary|varies|fluctuat\w+|reliab\w+|stabl\w+)\b", re.I)
 CAPABILITY = re.compile(r"\b(?<!you )(?<!we )(?:can|could)\s+(?:be\s+)?\w+", re.I)
+# learned-30: what a benchmark or a test suite covers ("This benchmark does not target the memory hierarchy levels past
+# the second cache level", "It is suitable both to study ... clock frequencies", "The unit tests measure ... the speed-up
+# factor") tells the reader no way to measure
+SCOPE = re.compile(r"^\W*(?:this|the|our|these|each|its?)\s+(?:\w+\s+)?(?:benchmarks?|tests?|suites?|tools?|applications?|"
+                   r"programs?)\b[^.;]*?\b(?:targets?|stud(?:y|ies)|measures?|covers?|reports?|does not|is (?:suitable|"
+                   r"designed|meant))\b|^\W*it is (?:suitable|designed|meant)\b", re.I)
 BUILD_TIME = re.compile(r"\b(?:build|compile|compilation|installation)\s+times?\b", re.I)
 # learned-13: a sentence that offers the reader a way to measure ("You may also directly invoke a CUPTI timer with
 # method=cupti") or tells the authors' own way of timing ("We have (and continue to) implement various approaches to
@@ -239,6 +246,8 @@ def why_unstated(claim: Claim, text: str, named: list[Mention], headed: frozense
             return "what a tool or user can do, not how to measure"
         if BUILD_TIME.search(text):
             return "a build's time, not a measurement"
+        if SCOPE.search(text):
+            return "what a benchmark covers, not how to measure"
         # learned-12: a step the sentence does not name (its passage's nearest step by meaning) needs the sentence to
         # tell a measuring rule; a report of what a tool or a test measures ("GPU and CPU times are reported", "In this
         # test, the benchmark measures the average latency ...") tells none

@@ -50,6 +50,9 @@ def reason(lexicon: Lexicon, claim: Claim, text: str, heading: str = "") -> str:
     ("Users can create a table of kernels during warm-up runs.", "what a tool or user can do, not how to measure"),
     ("These options can be used to list the clocks to be tested.", "what a tool or user can do, not how to measure"),
     ("The script builds the benchmarks itself, because it records the build times.", "a build's time, not a measurement"),
+    # learned-30
+    ("This benchmark does not cover warm-up runs or the caches past L2.", "what a benchmark covers, not how to measure"),
+    ("It is suitable to study warm-up effects and clock frequencies.", "what a benchmark covers, not how to measure"),
 ])
 def test_a_protocol_step_needs_a_measuring_rule_not_a_tools_description(lexicon, text, why):
     assert reason(lexicon, evidence("measure_warmup", "ProtocolStep"), text, heading="Benchmarks") == why
