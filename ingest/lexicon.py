@@ -57,7 +57,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
                         r"(?:maximum |maximi[sz]\w+ )?(?:instruction|arithmetic|math) throughput",
                         # learned-23: bound by an execution unit as AMD's guides name them (VALU, the MFMA matrix unit)
                         r"(?:v?alu|mfma|fma)[- ]bound"),
-    "memory_latency": (r"memory latency", r"latency[- ]bound", r"hide (?:the )?latenc", r"latency hiding"),
+    # learned-31: with words between ("hiding even more latency", "hides the global memory latency"), not an arithmetic
+    # unit's ("hide ALU pipeline latency", "hiding instruction latency")
+    "memory_latency": (r"memory latency", r"latency[- ]bound", r"latency hiding",
+                       r"hid(?:e|es|ing) (?:(?!(?:alu|fma|pipeline|instruction|arithmetic|math|compute)\b)\w+ ){0,3}latenc"),
     "launch_overhead": (r"launch overhead", r"kernel launch(?:es)? (?:overhead|cost|latency)", r"launch latency",
                         r"(?:cpu|host|python) overhead", r"overhead of launching",
                         r"overheads? of (?:the )?(?:python|pytorch)\b",  # "The overheads of Python/PyTorch"
@@ -495,6 +498,10 @@ NEEDS_CONTEXT: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {node_id: (r
     # local accessors, the local work size, nd_range.
     # learned-23: AMD's execution mask is divergence where the sentence speaks of branches or inactive lanes, not in
     # "VMEM instructions also support the EXEC mask"
+    # learned-31: a cache's own eviction policy ("the caches ... are at the mercy of the access pattern and eviction
+    # policy") is the hardware's; a hint's is set on a load or a store
+    "cache_modifiers": (r"eviction polic(?:y|ies)", r"\bloads?\b|\bstores?\b|hints?|modifiers?|evict_\w+|"
+                                                   r"qualifiers?|instructions?|intrinsics?|__ld\w+|per[- ](?:load|access)"),
     "warp_divergence": (r"exec(?:ution)?[- ]mask", r"branch\w*|conditional|diverg\w*|inactive|if/else|control[- ]flow"),
     **{node_id: (r".*(?<!shared )\blocal memory\b.*",
                  r"work-?groups?\b|work-?items?\b|\b__local\b|local_accessor|\bopencl\b|\bsycl\b|dpc\+\+|"

@@ -76,8 +76,10 @@ TECHNIQUE_HEADS = re.compile(
 # A noun phrase ending in a technique's head noun anywhere in a statement: "with Stream-K scheduling", "a GQA packing".
 HEADED = re.compile(rf"\b((?:{PHRASE_WORD}\s+){{1,2}}(?:{TECHNIQUE_HEADS.pattern}))", re.I)
 HEADED_SCORE = 0.35  # with a remedy's words 0.45: below the default bar
-BOTTLENECK_HEADS = re.compile(r"(?:\b(?:bound|bottleneck|stalls?|contention|overhead|conflicts?|imbalance|pressure|"
-                              r"spills?|thrashing|divergence|underutili[sz]ation)\b|-bound\b)", re.I)
+# learned-31: not a bound of arithmetic ("We can also upper-bound with their sum")
+BOTTLENECK_HEADS = re.compile(r"(?:\b(?<!upper[- ])(?<!lower[- ])(?:bound|bottleneck|stalls?|contention|overhead|"
+                              r"conflicts?|imbalance|pressure|spills?|thrashing|divergence|underutili[sz]ation)\b|"
+                              r"(?<!upper)(?<!lower)-bound\b)", re.I)
 # A name the text gives explicitly: quoted ("we call this method \"crossover\"") or capitalized
 # ("named Programmatic Dependent Launch"); "is named by converting ..." is no name.
 NAMED = re.compile(r"\b(?:we call (?:this|it|the) (?:method|technique|approach|trick)?\s*|(?<!re)named\s+|known as\s+|"

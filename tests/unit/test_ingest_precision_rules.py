@@ -152,3 +152,31 @@ def test_the_hosts_prefetching_and_streams_are_no_software_pipelining(lexicon, t
     assert reason(lexicon, evidence("software_pipelining", "Technique"), text) == "another sense of the node's name"
     inside = "Prefetch the next tile into shared memory while the current one is computed, to overlap loads and math."
     assert reason(lexicon, evidence("software_pipelining", "Technique"), inside) == ""
+
+
+def test_hiding_latency_names_memory_latency_but_not_an_arithmetic_units(lexicon):
+    """learned-31: "hiding even more latency" with words between names memory latency; an ALU's or an instruction's
+    latency is not memory's."""
+    def named(text: str) -> set[str]:
+        return {m.id for m in lexicon.mentions(text)}
+    assert "memory_latency" in named("Double buffering overlaps the loads with the math, hiding even more latency.")
+    assert "memory_latency" in named("Warp switching hides the global memory latency.")
+    assert "memory_latency" not in named("Higher occupancy helps hide ALU pipeline latency.")
+    assert "memory_latency" not in named("Fewer resident warps are worse at hiding instruction latency.")
+
+
+def test_a_caches_own_eviction_policy_is_no_cache_hint(lexicon):
+    """learned-31: the hardware's eviction policy is no cache modifier; a load's is."""
+    def named(text: str) -> set[str]:
+        return {m.id for m in lexicon.mentions(text)}
+    assert "cache_modifiers" not in named("The caches help, but they are at the mercy of the access pattern and "
+                                          "eviction policy.")
+    assert "cache_modifiers" in named("Set the eviction policy of the weight loads to evict_first.")
+
+
+@pytest.mark.parametrize("name, kind", [("memory-bound", "Bottleneck"), ("upper-bound with their sum", None)])
+def test_a_bound_of_arithmetic_is_no_bottleneck(name, kind):
+    """learned-31: "upper-bound" (a bound of arithmetic) heads no bottleneck, "memory-bound" does."""
+    from kskill.ingest.proposals import BOTTLENECK_HEADS
+
+    assert bool(BOTTLENECK_HEADS.search(name)) == (kind == "Bottleneck")
