@@ -113,8 +113,8 @@ def ingest_folder(folder: Path, names: list[str], extractor: str = "learned") ->
 
 def ingest_paths(paths: list[Path], extractor: str = "learned") -> dict[str, Any]:
     """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "learned"
-    (learned-31, the shipped extractor), "precision" (precision-31, with the sentence-level precision model), "sense"
-    (sense-31, with the sense check) or "rules" (rules-31)."""
+    (learned-32, the shipped extractor), "precision" (precision-32, with the sentence-level precision model), "sense"
+    (sense-32, with the sense check) or "rules" (rules-32)."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
@@ -268,9 +268,9 @@ def main() -> None:
     parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
     parser.add_argument("--extractor", choices=["learned", "precision", "sense", "rules"], default="learned",
-                        help="learned: the scorer without the opt-in filters (learned-31); precision or sense: with "
-                             "the precision model (precision-31) or the sense check (sense-31); rules: the rules alone "
-                             "(rules-31), for side-by-side figures")
+                        help="learned: the scorer without the opt-in filters (learned-32); precision or sense: with "
+                             "the precision model (precision-32) or the sense check (sense-32); rules: the rules alone "
+                             "(rules-32), for side-by-side figures")
     parser.add_argument("--reverse", action="store_true",
                         help="ingest the corpus documents in the opposite order (a check: recall must not change)")
     args = parser.parse_args()

@@ -58,9 +58,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
                         # learned-23: bound by an execution unit as AMD's guides name them (VALU, the MFMA matrix unit)
                         r"(?:v?alu|mfma|fma)[- ]bound"),
     # learned-31: with words between ("hiding even more latency", "hides the global memory latency"), not an arithmetic
-    # unit's ("hide ALU pipeline latency", "hiding instruction latency")
+    # unit's ("hide ALU pipeline latency", "hiding instruction latency"); learned-32: nor a conflict's ("hides the latency
+    # of the write conflict")
     "memory_latency": (r"memory latency", r"latency[- ]bound", r"latency hiding",
-                       r"hid(?:e|es|ing) (?:(?!(?:alu|fma|pipeline|instruction|arithmetic|math|compute)\b)\w+ ){0,3}latenc"),
+                       r"hid(?:e|es|ing) (?:(?!(?:alu|fma|pipeline|instruction|arithmetic|math|compute)\b)\w+ ){0,3}latenc"
+                       r"(?!(?:y|ies) of (?:the |a |an |its |each )?(?:\w+ ){0,2}(?:conflicts?|banks?|instructions?|"
+                       r"alus?|pipelines?)\b)"),
     "launch_overhead": (r"launch overhead", r"kernel launch(?:es)? (?:overhead|cost|latency)", r"launch latency",
                         r"(?:cpu|host|python) overhead", r"overhead of launching",
                         r"overheads? of (?:the )?(?:python|pytorch)\b",  # "The overheads of Python/PyTorch"

@@ -163,6 +163,9 @@ def test_hiding_latency_names_memory_latency_but_not_an_arithmetic_units(lexicon
     assert "memory_latency" in named("Warp switching hides the global memory latency.")
     assert "memory_latency" not in named("Higher occupancy helps hide ALU pipeline latency.")
     assert "memory_latency" not in named("Fewer resident warps are worse at hiding instruction latency.")
+    # learned-32: nor a bank conflict's
+    assert "memory_latency" not in named("The second kernel hides the latency of the write conflict.")
+    assert "memory_latency" in named("Prefetching hides the latency of global loads.")
 
 
 def test_a_caches_own_eviction_policy_is_no_cache_hint(lexicon):
