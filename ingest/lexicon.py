@@ -501,11 +501,11 @@ NEEDS_CONTEXT: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {node_id: (r
     # local accessors, the local work size, nd_range.
     # learned-23: AMD's execution mask is divergence where the sentence speaks of branches or inactive lanes, not in
     # "VMEM instructions also support the EXEC mask"
+    "warp_divergence": (r"exec(?:ution)?[- ]mask", r"branch\w*|conditional|diverg\w*|inactive|if/else|control[- ]flow"),
     # learned-31: a cache's own eviction policy ("the caches ... are at the mercy of the access pattern and eviction
     # policy") is the hardware's; a hint's is set on a load or a store
     "cache_modifiers": (r"eviction polic(?:y|ies)", r"\bloads?\b|\bstores?\b|hints?|modifiers?|evict_\w+|"
                                                    r"qualifiers?|instructions?|intrinsics?|__ld\w+|per[- ](?:load|access)"),
-    "warp_divergence": (r"exec(?:ution)?[- ]mask", r"branch\w*|conditional|diverg\w*|inactive|if/else|control[- ]flow"),
     **{node_id: (r".*(?<!shared )\blocal memory\b.*",
                  r"work-?groups?\b|work-?items?\b|\b__local\b|local_accessor|\bopencl\b|\bsycl\b|dpc\+\+|"
                  r"clk_local_mem_fence|\bnd_range|local (?:work[- ])?size")
