@@ -82,8 +82,8 @@ TUNE_HALVES = ("tune", "heldout2", "heldout3", "heldout4", "heldout4b", "heldout
                "heldout20", "heldout21", "heldout22", "heldout23", "heldout24", "heldout25", "heldout26", "heldout27",
                "heldout28", "heldout29", "heldout30", "heldout31", "heldout32", "heldout33",
                "heldout34", "heldout35", "heldout36")
-# heldout37: the held-out half, never run yet
-HALVES = ("heldout37", *TUNE_HALVES)
+HELD_OUT = "heldout37"  # the held-out half, never run yet
+HALVES = (HELD_OUT, *TUNE_HALVES)
 EDGE_RELATIONS = ("ADDRESSED_BY", "REQUIRES", "FORBIDDEN_WHEN", "CONFLICTS_WITH", "DETECTED_BY", "GAIN")
 
 
@@ -112,9 +112,9 @@ def ingest_folder(folder: Path, names: list[str], extractor: str = "learned") ->
 
 
 def ingest_paths(paths: list[Path], extractor: str = "learned") -> dict[str, Any]:
-    """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "learned"
-    (learned-32, the shipped extractor), "precision" (precision-32, with the sentence-level precision model), "sense"
-    (sense-32, with the sense check) or "rules" (rules-32)."""
+    """Ingest the files into a fresh store; their reports by name, and the time taken. `extractor`: "learned" (the
+    shipped extractor), "precision" (with the sentence-level precision model), "sense" (with the sense check) or "rules"
+    (the rules alone); extract_rules.ROUND numbers all four."""
     from kskill.ingest.pipeline import Ingestor, IngestOptions
     from kskill.retrieval import refresh
 
@@ -256,9 +256,12 @@ def _pct(value: float | None) -> str:
 
 
 def main() -> None:
+    from kskill.ingest.extract_rules import LEARNED_VERSION, RULES_VERSION, SENSE_VERSION
+    from kskill.ingest.extract_rules import VERSION as PRECISION_VERSION
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--half", choices=[*HALVES, "all", "none"], default="heldout37",
-                        help="heldout37: the held-out half, never tuned on; all: the tune material (TUNE_HALVES)")
+    parser.add_argument("--half", choices=[*HALVES, "all", "none"], default=HELD_OUT,
+                        help=f"{HELD_OUT}: the held-out half, never tuned on; all: the tune material (TUNE_HALVES)")
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[],
                         help="a folder holding labelled documents kept outside the repository (repeatable)")
     parser.add_argument("--sample", type=int, default=40, help="extracted items to draw for judging")
@@ -268,9 +271,9 @@ def main() -> None:
     parser.add_argument("--pdf-copies", type=int, default=4, help="copies of each PDF for the throughput run (0: skip)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full results here")
     parser.add_argument("--extractor", choices=["learned", "precision", "sense", "rules"], default="learned",
-                        help="learned: the scorer without the opt-in filters (learned-32); precision or sense: with "
-                             "the precision model (precision-32) or the sense check (sense-32); rules: the rules alone "
-                             "(rules-32), for side-by-side figures")
+                        help=f"learned: the scorer without the opt-in filters ({LEARNED_VERSION}); precision or sense: "
+                             f"with the precision model ({PRECISION_VERSION}) or the sense check ({SENSE_VERSION}); "
+                             f"rules: the rules alone ({RULES_VERSION}), for side-by-side figures")
     parser.add_argument("--reverse", action="store_true",
                         help="ingest the corpus documents in the opposite order (a check: recall must not change)")
     args = parser.parse_args()

@@ -194,12 +194,12 @@ from .unstated import why_unstated
 MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
-VERSION = "precision-32"
-# learned-9 (learned-8 and the precision rules of eval/ingest/runs/precision-rules-session35c.md) and what raises the
-# candidates (eval/ingest/runs/candidates-session40.md)
-LEARNED_VERSION = "learned-32"
-SENSE_VERSION = "sense-32"  # learned-32 and the sense check (sense.py)
-RULES_VERSION = "rules-32"  # the rules alone, when no scorer is used
+# Every change to the rules changes what each of the four reads, so they share one round number (since learned-30).
+ROUND = 32
+VERSION = f"precision-{ROUND}"  # the learned extractor and the precision model (precision.py)
+LEARNED_VERSION = f"learned-{ROUND}"  # the scorer's choice, the default
+SENSE_VERSION = f"sense-{ROUND}"  # the learned extractor and the sense check (sense.py)
+RULES_VERSION = f"rules-{ROUND}"  # the rules alone, when no scorer is used
 # A claim on an existing node whose sentence is this far by meaning from the node's text (cosine of their embeddings)
 # is dropped: the sentence uses the name in another sense or only mentions it. Chosen on the judged items of the tune
 # material, heldout6 to 6c included (what learned-4, which introduced it, dropped there:

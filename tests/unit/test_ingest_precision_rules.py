@@ -154,27 +154,28 @@ def test_the_hosts_prefetching_and_streams_are_no_software_pipelining(lexicon, t
     assert reason(lexicon, evidence("software_pipelining", "Technique"), inside) == ""
 
 
+def _named(lexicon: Lexicon, text: str) -> set[str]:
+    return {m.id for m in lexicon.mentions(text)}
+
+
 def test_hiding_latency_names_memory_latency_but_not_an_arithmetic_units(lexicon):
     """learned-31: "hiding even more latency" with words between names memory latency; an ALU's or an instruction's
     latency is not memory's."""
-    def named(text: str) -> set[str]:
-        return {m.id for m in lexicon.mentions(text)}
-    assert "memory_latency" in named("Double buffering overlaps the loads with the math, hiding even more latency.")
-    assert "memory_latency" in named("Warp switching hides the global memory latency.")
-    assert "memory_latency" not in named("Higher occupancy helps hide ALU pipeline latency.")
-    assert "memory_latency" not in named("Fewer resident warps are worse at hiding instruction latency.")
+    hiding_more = "Double buffering overlaps the loads with the math, hiding even more latency."
+    assert "memory_latency" in _named(lexicon, hiding_more)
+    assert "memory_latency" in _named(lexicon, "Warp switching hides the global memory latency.")
+    assert "memory_latency" not in _named(lexicon, "Higher occupancy helps hide ALU pipeline latency.")
+    assert "memory_latency" not in _named(lexicon, "Fewer resident warps are worse at hiding instruction latency.")
     # learned-32: nor a bank conflict's
-    assert "memory_latency" not in named("The second kernel hides the latency of the write conflict.")
-    assert "memory_latency" in named("Prefetching hides the latency of global loads.")
+    assert "memory_latency" not in _named(lexicon, "The second kernel hides the latency of the write conflict.")
+    assert "memory_latency" in _named(lexicon, "Prefetching hides the latency of global loads.")
 
 
 def test_a_caches_own_eviction_policy_is_no_cache_hint(lexicon):
     """learned-31: the hardware's eviction policy is no cache modifier; a load's is."""
-    def named(text: str) -> set[str]:
-        return {m.id for m in lexicon.mentions(text)}
-    assert "cache_modifiers" not in named("The caches help, but they are at the mercy of the access pattern and "
-                                          "eviction policy.")
-    assert "cache_modifiers" in named("Set the eviction policy of the weight loads to evict_first.")
+    hardware = "The caches help, but they are at the mercy of the access pattern and eviction policy."
+    assert "cache_modifiers" not in _named(lexicon, hardware)
+    assert "cache_modifiers" in _named(lexicon, "Set the eviction policy of the weight loads to evict_first.")
 
 
 @pytest.mark.parametrize("name, kind", [("memory-bound", "Bottleneck"), ("upper-bound with their sum", None)])
