@@ -492,18 +492,18 @@ def _confirm(ctx: Ctx) -> None:
     """Re-time the fastest candidates against the reference, in one fresh batch, and keep those
     figures: a speedup measured once can ride on one slow stretch of the reference (a launch-bound
     reference's time follows the host's load), and the returned model should not be chosen by it.
-    The re-timing spends the run's overrun margin, no more. Only candidates that would be returned
+    The re-timing spends what the search kept back for it (RunState.confirm_reserve_s) and the run's
+    overrun margin, no more. Only candidates that would be returned
     on their first figure are re-timed: the re-timing guards against a lucky measurement choosing
     the result, and a run whose candidates all stayed below the reference's gain returns the
     reference, which needs no re-timing."""
     state = ctx.state
     if ctx.deps.confirm_batch is None or state.config.confirm == 0:
         return
-    fastest = [a for a in state.candidates()
-               if a.representative and (a.speedup or 0.0) >= state.config.min_gain][:state.config.confirm]
+    fastest = state.to_confirm()
     if not fastest:
         return
-    left = state.time_left() + state.config.overrun_s - FINISH_RESERVE_S
+    left = state.time_left() + state.confirm_reserve_s() + state.config.overrun_s - FINISH_RESERVE_S
     if left <= 0:
         log.warning("no time left to re-time the fastest candidates; their first reviews stand")
         return

@@ -237,9 +237,21 @@ class RunState:
         """Seconds per candidate in the last batch's review (None before the first batch)."""
         return self.batches[-1]["seconds"] / self.batches[-1]["candidates"] if self.batches else None
 
+    def to_confirm(self) -> list[AttemptRecord]:
+        """The candidates the end of the run re-times: the fastest that would be returned on their first
+        figure (GPU timings only), at most `confirm` of them."""
+        return [a for a in self.candidates()
+                if a.representative and (a.speedup or 0.0) >= self.config.min_gain][:self.config.confirm]
+
+    def confirm_reserve_s(self) -> float:
+        """Seconds kept back from the search for that re-timing, judged by the last batch's seconds per
+        candidate: a search that spends the whole limit leaves the re-timing only the overrun margin,
+        and a re-timing cut short lets one lucky figure choose the returned module."""
+        return (self.review_s or 0.0) * len(self.to_confirm())
+
     def time_left(self) -> float:
-        """Seconds of the time limit left to reviews and brain calls."""
-        return self.config.time_limit_s - self.elapsed()
+        """Seconds of the time limit left to reviews and brain calls, the re-timing's reserve set aside."""
+        return self.config.time_limit_s - self.elapsed() - self.confirm_reserve_s()
 
     @property
     def total_usage(self) -> Usage:

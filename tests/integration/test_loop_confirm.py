@@ -8,6 +8,7 @@ serves as the template, and each call gets a speedup from a table and is marked 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,25 @@ def test_no_re_timing_without_representative_timings(store, tmp_path):
     config = LoopConfig(iterations=2, trials=1, retrieval="lexical", device="cpu", cpu_timing_reps=2)
     state = start(store, load_settings(), PROBLEM, config, tmp_path / "run")
     assert all(a.confirmed_speedup is None for a in state.attempts.values())  # CPU timings: nothing to confirm
+
+
+def test_the_search_leaves_the_re_timing_its_time(store, tmp_path):
+    """A search that used its whole time limit left the re-timing only the overrun margin, and a
+    re-timing cut short let one review's figure choose the returned model. The search now keeps
+    back what the re-timing needs (the last batch's seconds per candidate, for each candidate it
+    will re-time), so the re-timing begins inside the limit and every candidate in it is timed."""
+    review_s, limit_s = 1.0, 6.0
+    fn, calls = scripted_review([1.0, 1.3, 1.2, 1.1, 1.05, 1.02] * 4, [1.0, 1.25, 1.15, 1.1, 1.05, 1.02] * 4)
+
+    def slow(problem, source):
+        time.sleep(review_s)
+        return fn(problem, source)
+
+    config = LoopConfig(iterations=40, trials=1, retrieval="lexical", device="cpu", learn="never",
+                        patience=0, roofline_stop=0, time_limit_s=limit_s)
+    state = start(store, load_settings(), PROBLEM, config, tmp_path / "run", review_fn=slow)
+
+    assert "wall-time budget spent" in state.stop_reason
+    assert state.confirm_batch["candidates"] == 2
+    assert state.confirm_batch["began_s"] <= limit_s - review_s, state.confirm_batch  # >= 2 reviews' time kept
+    assert sum(a.confirmed_speedup is not None and a.confirmed_speedup > 0 for a in state.attempts.values()) == 2
