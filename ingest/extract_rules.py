@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-32`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-32`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-32`); the default is the scorer's choice
-(`learned-32`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-33`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-33`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-33`); the default is the scorer's choice
+(`learned-33`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -166,7 +166,9 @@ learned-31 (eval/ingest/runs/learned31-session51.md) names memory latency where 
 ("hiding even more latency"; not an ALU's or an instruction's), a cache's own eviction policy as no cache hint (the
 lexicon's NEEDS_CONTEXT: a load, a store or a hint), and "upper-bound" as no bottleneck's head (all seen in heldout34's
 run). learned-32 takes back the part of learned-31's wider alias that named a conflict's latency as memory's ("hides the
-latency of the write conflict", seen in heldout36's run; eval/ingest/runs/learned32-session51.md).
+latency of the write conflict", seen in heldout36's run; eval/ingest/runs/learned32-session51.md). learned-33 reads
+the same rules over documents whose Markdown headings are HTML (<h1>...<h6>; loaders.clean_markdown): such a page
+now has its title and its sections (heldout37's downsampler page had neither), so what it says is read again.
 """
 
 from __future__ import annotations
@@ -195,7 +197,7 @@ MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
 # Every change to the rules changes what each of the four reads, so they share one round number (since learned-30).
-ROUND = 32
+ROUND = 33
 VERSION = f"precision-{ROUND}"  # the learned extractor and the precision model (precision.py)
 LEARNED_VERSION = f"learned-{ROUND}"  # the scorer's choice, the default
 SENSE_VERSION = f"sense-{ROUND}"  # the learned extractor and the sense check (sense.py)

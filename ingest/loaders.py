@@ -286,6 +286,10 @@ def clean_markdown(raw: str) -> tuple[str, list[Section]]:
     sections = [Section(m.start(), _plain_title(m.group(2)), len(m.group(1))) for m in _MD_HEADING.finditer(text)]
     sections += [Section(m.start(), _plain_title(m.group(1)), 1 if m.group(2)[0] == "=" else 2)
                  for m in _MD_SETEXT.finditer(text)]
+    # HTML headings are Markdown too (a README's centred <h1 align="center">, a page whose headings are all <h2>);
+    # not a row of links (a README's "Paper | Docs | Website" bar set in <h3>).
+    sections += [Section(m.start(), title, int(m.group(1))) for m in _HTML_HEADING.finditer(text)
+                 if (title := _plain_title(html.unescape(m.group(2)))) and not _links_only(m.group(2))]
     sections.sort(key=lambda s: s.start)
     text = _MD_HEADING.sub(lambda m: " " * len(m.group(1)) + m.group(0)[len(m.group(1)):], text)
     text = _MD_SETEXT.sub(lambda m: m.group(1) + "\n" + " " * (len(m.group(0)) - len(m.group(1)) - 1), text)
@@ -345,6 +349,14 @@ _HTML_HEADING = re.compile(r"<h([1-6])\b[^>]*>(.*?)</h\1\s*>", re.S | re.I)
 _HTML_BLOCK_TAG = re.compile(r"</?(p|div|li|ul|ol|br|tr|td|th|table|h[1-6]|section|article|blockquote)\b[^>]*>", re.I)
 _HTML_TAG = re.compile(r"<[^>]*>")
 _HTML_ENTITY = re.compile(r"&(#\d+|#x[0-9a-fA-F]+|\w+);")
+
+
+_HTML_LINK = re.compile(r"<a\b[^>]*>.*?</a\s*>", re.S | re.I)
+
+
+def _links_only(markup: str) -> bool:
+    """Two links or more and nothing else but separators: a bar of links, not a title."""
+    return len(_HTML_LINK.findall(markup)) >= 2 and not re.search(r"\w", _HTML_TAG.sub(" ", _HTML_LINK.sub(" ", markup)))
 
 
 def clean_html(raw: str) -> tuple[str, list[Section]]:

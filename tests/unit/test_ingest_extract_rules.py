@@ -154,10 +154,10 @@ def test_sentences_respect_abbreviations_and_decimals(tmp_path):
 
 
 def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_opt_in(extractor, tmp_path):
-    """learned-32 by default; precision-32 when asked for, dropping what its model finds unstated."""
+    """learned-33 by default; precision-33 when asked for, dropping what its model finds unstated."""
     linker = extractor.linker
     default, with_model = RuleExtractor(linker), RuleExtractor(linker, RuleSettings(precision=True))
-    assert (default.version, with_model.version) == ("learned-32", "precision-32")
+    assert (default.version, with_model.version) == ("learned-33", "precision-33")
     doc = tmp_path / "doc.md"
     doc.write_text("# Memory bandwidth\n\nKernel fusion removes the intermediate writes that make a chain of "
                    "pointwise kernels memory-bound.\n\nSee the fusion section, `fuse=True`, kernel fusion, tiling.\n")
@@ -172,7 +172,7 @@ def test_the_sense_check_is_opt_in(extractor):
     """sense-8 when asked for; without an embedding model it keeps every claim (nothing to compare by meaning)."""
     linker = extractor.linker
     checked = RuleExtractor(linker, RuleSettings(sense=True))
-    assert checked.version == "sense-32" and RuleExtractor(linker).sense is None
+    assert checked.version == "sense-33" and RuleExtractor(linker).sense is None
     claim = Claim(EntityRef("Technique", "software_pipelining"), "SUPPORTS", None, 0.7,
                   Span("The graphics pipeline has many stages.", "offset 0"), "rules")
     assert checked.sense.filter([claim], linker) == [claim]

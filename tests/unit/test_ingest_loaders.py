@@ -58,6 +58,20 @@ def test_a_markdown_comment_is_no_heading_and_inline_html_is_no_part_of_a_title(
     assert doc.section_of(raw.index("Vectorize")) == "Kernel Vectorization"
 
 
+def test_html_headings_in_markdown_are_headings(tmp_path):
+    """A page whose headings are all HTML (<h1>, <h2>, seen in heldout37) and a README's centred title are titled and
+    sectioned by them; a heading of an image alone, or a bar of links, titles nothing."""
+    raw = ("<!-- @page page_x Single Pass Reduction -->\n\n<h1>Single Pass Reduction 2.2</h1>\n\nIt reduces in one pass."
+           "\n\n<h2 align=\"center\">The <em>technique</em> &amp; its limits</h2>\n\nOne atomic counter.\n\n"
+           "<h3><img src=\"a.png\"></h3>\n\n<h3 align=\"center\">\n<a href=\"p\"><b>Paper</b></a> | <a href=\"d\">Docs</a>"
+           "\n</h3>\n\nMore.\n")
+    doc = load_document(write(tmp_path, "a.md", raw))
+    assert doc.title == "Single Pass Reduction 2.2"
+    assert [(s.title, s.level) for s in doc.sections] == [("Single Pass Reduction 2.2", 1), ("The technique & its limits", 2)]
+    assert doc.section_of(raw.index("One atomic")) == "The technique & its limits" and len(doc.text) == len(raw)
+    assert "<h2" not in doc.text and "@page" not in doc.text
+
+
 def test_rst_headings_roles_and_code_blocks(tmp_path):
     raw = ("Guide\n=====\n\nCoalescing\n----------\n\nUse :ref:`coalesced access <coal>` here.\n\n"
            "  .. code-block:: python\n\n     secret_code()\n\nAfter the code.\n")
