@@ -31,7 +31,9 @@ _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
 
 L2_FLUSH_BYTES = 256 * 1000 * 1000  # the buffer size triton.testing.do_bench zeroes
-HOST_CALLS = 11  # calls of each function timed on the host, the device idle before each
+HOST_CALLS = (11, 41)  # calls of each function timed on the host, the device idle before each: as many as the
+# events' repetitions, within these bounds (the host's time is noisier than the GPU's: a median of 11 drifted 12 % on
+# a 40 µs ReLU in one review of three on an H100)
 
 
 def summarize(times_ms: list[float]) -> dict[str, float]:
@@ -83,12 +85,12 @@ def time_cuda(fns: dict[str, Callable[[], Any]], *, warmup_ms: float, rep_ms: fl
             ends[name][i].record()
     _synchronize()
     stats = {n: summarize([s.elapsed_time(e) for s, e in zip(starts[n][1:], ends[n][1:])]) for n in names}
-    for name, host in host_issue_ms(fns).items():
+    for name, host in host_issue_ms(fns, max(HOST_CALLS[0], min(reps, HOST_CALLS[1]))).items():
         stats[name].update(host_ms=host, per_call_ms=max(stats[name]["median_ms"], host))
     return {"stats": stats, "warmup_reps": warmup, "l2_flush_bytes": L2_FLUSH_BYTES}
 
 
-def host_issue_ms(fns: dict[str, Callable[[], Any]], calls: int = HOST_CALLS) -> dict[str, float]:
+def host_issue_ms(fns: dict[str, Callable[[], Any]], calls: int) -> dict[str, float]:
     """Median host time to issue one call of each function, the device idle before each call.
 
     Events on a busy stream time the GPU's work alone: calls issued back to back queue up behind
@@ -100,14 +102,14 @@ def host_issue_ms(fns: dict[str, Callable[[], Any]], calls: int = HOST_CALLS) ->
     """
     names = list(fns)
     times: dict[str, list[float]] = {n: [] for n in names}
-    for round_number in range(calls):
+    for round_number in range(calls + 1):
         for name in _alternating(names, round_number):
             _synchronize()
             start = _perf_counter()
             fns[name]()
             times[name].append((_perf_counter() - start) * 1e3)
     _synchronize()
-    return {n: statistics.median(t) for n, t in times.items()}
+    return {n: statistics.median(t[1:]) for n, t in times.items()}  # the first round discarded, as the events' is
 
 
 def per_call_ms(stats: dict[str, Any]) -> float:
