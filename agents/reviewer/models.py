@@ -115,7 +115,7 @@ class TimingStats(BaseModel):
     p20_ms: float
     p80_ms: float
     n: int
-    host_ms: float | None = None  # median host time to issue a call, the device idle (GPU timings only)
+    host_ms: float | None = None  # host time to issue a call (fastest fifth), the device idle (GPU timings only)
     per_call_ms: float | None = None  # the larger of median_ms and host_ms: what speedups are taken from
 
     @property
