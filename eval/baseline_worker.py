@@ -5,7 +5,7 @@ process, because it imports kskill's returned module, which is generated code. I
 on one device it builds the reference (eager), each torch.compile mode and the returned module,
 checks every one of them against eager on several fresh input sets at each tolerance of the job,
 then times them together, interleaved, with the Reviewer's method (timing.time_cuda: CUDA
-events, L2 flushed before every call, and each call's host time). It writes its JSON result after every step, naming the
+events, L2 flushed before every call). It writes its JSON result after every step, naming the
 contender it is running, so the parent knows which one to leave out if the process dies.
 
 Imports: torch, the standard library and the Reviewer's torch-only modules (timing, correctness,
@@ -249,9 +249,9 @@ class Bench:
         call of each (torch.profiler, CUDA kernels only): the kernels each launches, the slowest
         first, so the report can say what torch.compile does differently."""
         stats = (self.result.data.get("timing") or {}).get("stats") or {}
-        mine = timing.per_call_ms(stats[KSKILL]) if KSKILL in stats else None
+        mine = (stats.get(KSKILL) or {}).get("median_ms")
         rivals = [n for n in stats if n.startswith("compile_") and mine
-                  and timing.per_call_ms(stats[n]) < slower_than * mine and n in self.models]
+                  and stats[n]["median_ms"] < slower_than * mine and n in self.models]
         if self.device.type != "cuda" or not rivals:
             return
         self.result.at("kernels")

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from kskill.agents.reviewer.backend_rules import check_triton_backend
-from kskill.agents.reviewer.timing import per_call_ms
 from kskill.eval.baselines import BaselineSettings, run_baselines, start_worker
 from kskill.eval.processes import CHILDREN, launcher_argv, signal_group
 from kskill.eval.roofline import LAUNCH_FACTS, roofline_in_subprocess
@@ -157,23 +156,23 @@ def run_optimize(problem: SuiteProblem, settings: EvalSettings, run_dir: Path, e
 
 # ------------------------------------------------------------------------------ the row
 
-def _per_call_ms(baseline: dict[str, Any], name: str) -> float | None:
+def _median(baseline: dict[str, Any], name: str) -> float | None:
     stats = ((baseline.get("timing") or {}).get("stats") or {}).get(name)
-    return per_call_ms(stats) if stats else None
+    return stats["median_ms"] if stats else None
 
 
 def _kskill_fields(settings: EvalSettings, summary: dict[str, Any] | None, baseline: dict[str, Any]) -> dict[str, Any]:
     """The returned module's time and correctness at each tolerance."""
     kskill = baseline.get("contenders", {}).get("kskill", {})
     returned_reference = summary is not None and not summary.get("beats_reference")
-    eager_ms = _per_call_ms(baseline, "eager")
+    eager_ms = _median(baseline, "eager")
     labels = settings.baselines.tolerances
     if not baseline.get("finished"):  # nothing was checked in this evaluation
         kskill_ms, correct = None, {label: False for label in labels}
     elif returned_reference:  # model_new.py is the reference itself: its kernels and its time are eager's
         kskill_ms, correct = eager_ms, {label: True for label in labels}
     else:
-        kskill_ms = _per_call_ms(baseline, "kskill") if kskill.get("built") else None
+        kskill_ms = _median(baseline, "kskill") if kskill.get("built") else None
         correct = {label: bool(kskill.get("built") and kskill.get("correct", {}).get(label)) for label in labels}
     return {"returned_reference": returned_reference, "eager_ms": eager_ms, "kskill_ms": kskill_ms,
             **{f"correct_{label}": ok for label, ok in correct.items()},
@@ -187,7 +186,7 @@ def _compile_fields(settings: EvalSettings, baseline: dict[str, Any], eager_ms: 
     fields: dict[str, Any] = {}
     for mode in settings.compile_modes:
         name = f"compile_{mode}"
-        entry, ms = baseline.get("contenders", {}).get(name, {}), _per_call_ms(baseline, name)
+        entry, ms = baseline.get("contenders", {}).get(name, {}), _median(baseline, name)
         fields[f"{name}_ms"] = ms
         for label in settings.baselines.tolerances:
             fields[f"{name}_correct_{label}"] = bool(entry.get("built") and entry.get("correct", {}).get(label))

@@ -400,7 +400,7 @@ def _take_review(ctx: Ctx, record: AttemptRecord, review: Review) -> None:
     record.correct = review.passed
     record.status = "verified" if review.passed else (review.failure_class or "other")
     record.speedup = timing.speedup if timing else None
-    record.runtime_ms = timing.candidate.per_call if timing else None
+    record.runtime_ms = timing.candidate.median_ms if timing else None
     record.representative = timing.representative if timing else None
     record.failure = "" if review.passed else review.failure_message
     save_review(state, record)

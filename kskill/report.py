@@ -66,7 +66,7 @@ def trajectory_row(state: RunState, n: int) -> dict[str, Any]:
 def reference_ms(a: AttemptRecord) -> float | None:
     """The reference's median time in the attempt's own review: what its speedup is relative to."""
     timing = a.review.timing if a.review else None
-    return timing.reference.per_call if timing else None
+    return timing.reference.median_ms if timing else None
 
 
 def write_artifacts(state: RunState) -> None:

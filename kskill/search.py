@@ -178,7 +178,7 @@ def review_summary(record: AttemptRecord) -> str:
     lines = [f"{'passed' if review.passed else 'failed: ' + str(review.failure_class)} on {review.device}"]
     if review.timing:
         t = review.timing
-        lines.append(f"candidate {t.candidate.per_call:.4f} ms vs reference {t.reference.per_call:.4f} ms "
+        lines.append(f"candidate {t.candidate.median_ms:.4f} ms vs reference {t.reference.median_ms:.4f} ms "
                      f"({t.speedup:.3f}x{'' if t.representative else ', not representative'})")
     measured: dict[str, Any] = {k: v for k, v in sorted(review.observations.items()) if not isinstance(v, str)}
     lines.append("measured: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"

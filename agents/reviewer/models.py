@@ -115,13 +115,6 @@ class TimingStats(BaseModel):
     p20_ms: float
     p80_ms: float
     n: int
-    host_ms: float | None = None  # host time to issue a call (fastest fifth), the device idle (GPU timings only)
-    per_call_ms: float | None = None  # the larger of median_ms and host_ms: what speedups are taken from
-
-    @property
-    def per_call(self) -> float:
-        """Time per call: per_call_ms where the host's time was measured, else the median."""
-        return self.per_call_ms or self.median_ms
 
 
 class Timing(BaseModel):

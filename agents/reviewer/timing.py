@@ -4,10 +4,8 @@ On a GPU the method is triton.testing.do_bench's: CUDA events recorded on the cu
 stream around each call, a 256 MB buffer zeroed before every call to flush L2, a warm-up
 sized in milliseconds, and a repetition count sized from an estimate. Calls of the
 functions alternate (A B, B A, ...) so clock drift and thermal state hit all of them alike;
-the first measured round is discarded. Then each function's host time to issue a call, the
-device idle before it: a call's time is the larger of the two (host_issue_ms says why). On the
-CPU, perf_counter around each call, and the numbers are marked not representative (Triton runs
-in its interpreter there).
+the first measured round is discarded. On the CPU, perf_counter around each call, and the
+numbers are marked not representative (Triton runs in its interpreter there).
 
 The timer, event and synchronise functions are bound when this module is imported, which
 is before the candidate is, so a candidate that patches them does not patch these (and the
@@ -31,9 +29,6 @@ _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
 
 L2_FLUSH_BYTES = 256 * 1000 * 1000  # the buffer size triton.testing.do_bench zeroes
-HOST_CALLS = (11, 41)  # calls of each function timed on the host, the device idle before each: as many as the
-# events' repetitions, within these bounds (the host's time is noisier than the GPU's: a median of 11 drifted 12 % on
-# a 40 µs ReLU in one review of three on an H100)
 
 
 def summarize(times_ms: list[float]) -> dict[str, float]:
@@ -85,40 +80,7 @@ def time_cuda(fns: dict[str, Callable[[], Any]], *, warmup_ms: float, rep_ms: fl
             ends[name][i].record()
     _synchronize()
     stats = {n: summarize([s.elapsed_time(e) for s, e in zip(starts[n][1:], ends[n][1:])]) for n in names}
-    for name, host in host_issue_ms(fns, max(HOST_CALLS[0], min(reps, HOST_CALLS[1]))).items():
-        stats[name].update(host_ms=host, per_call_ms=max(stats[name]["median_ms"], host))
     return {"stats": stats, "warmup_reps": warmup, "l2_flush_bytes": L2_FLUSH_BYTES}
-
-
-def host_issue_ms(fns: dict[str, Callable[[], Any]], calls: int) -> dict[str, float]:
-    """Host time to issue one call of each function (its fastest fifth's bound), the device idle before each call.
-
-    Events on a busy stream time the GPU's work alone: calls issued back to back queue up behind
-    the one before, so a module whose host side (Python, launches) takes longer than its kernels
-    can look faster than it runs; and its event times then depend on what ran before it (a queue
-    left by a slower function hides its host time, an idle device shows it). A call cannot finish
-    before the host has issued it, so each function's time per call is the larger of the two
-    (`per_call_ms`), and speedups are taken from that.
-    """
-    names = list(fns)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for round_number in range(calls + 1):
-        for name in _alternating(names, round_number):
-            _synchronize()
-            start = _perf_counter()
-            fns[name]()
-            times[name].append((_perf_counter() - start) * 1e3)
-    _synchronize()
-    # The first round discarded, as the events' is; the fastest fifth's bound, not the median: what else runs on the
-    # host (a judge starting beside the batch) only adds to a call's issue time, and the median followed it (a 40 µs
-    # ReLU's host time exceeded its kernel's in the first of three reviews, on an H100 and on an H200: push-s52).
-    return {n: summarize(t[1:])["p20_ms"] for n, t in times.items()}
-
-
-def per_call_ms(stats: dict[str, Any]) -> float:
-    """A timed function's time per call: the larger of its GPU and host times where both were measured
-    (time_cuda), its only time otherwise (time_cpu, and records made before host times were)."""
-    return stats.get("per_call_ms") or stats["median_ms"]
 
 
 def synchronized_wall_ms(fn: Callable[[], Any], calls: int = 5) -> float:
@@ -216,13 +178,13 @@ def timing_record(reply: dict[str, Any], index: int, cuda: bool, judge_reference
     record = {"method": "cuda_events" if cuda else "perf_counter", "representative": cuda,
               "note": "" if cuda else "CPU timing (Triton interpreter): not representative of GPU speed",
               "reference": ref, "candidate": cand, "compiled_reference": compiled,
-              "speedup": per_call_ms(ref) / max(per_call_ms(cand), 1e-9),
+              "speedup": ref["median_ms"] / max(cand["median_ms"], 1e-9),
               "l2_flush_bytes": int(reply.get("l2_flush_bytes", 0)), "warmup_reps": int(reply.get("warmup_reps", 0)),
               "functions_timed": len(stats), "judge_reference_ms": judge_reference_ms,
               "candidate_device_ms": (device.get(f"c{index}") or {}).get("ms"),
               "reference_device_ms": (device.get("reference") or {}).get("ms")}
     if compiled is not None:
-        record["speedup_vs_compiled"] = per_call_ms(compiled) / max(per_call_ms(cand), 1e-9)
+        record["speedup_vs_compiled"] = compiled["median_ms"] / max(cand["median_ms"], 1e-9)
     return record
 
 
@@ -230,5 +192,4 @@ def _stats(value: Any) -> dict[str, float] | None:
     keys = ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "n")
     if not isinstance(value, dict) or not all(isinstance(value.get(k), (int, float)) for k in keys):
         return None
-    host = {k: value[k] for k in ("host_ms", "per_call_ms") if isinstance(value.get(k), (int, float))}
-    return {**{k: value[k] for k in keys}, **host}
+    return {k: value[k] for k in keys}

@@ -58,10 +58,10 @@ def summary(result: Review) -> str:
     if result.timing:
         t = result.timing
         note = "" if t.representative else "  (not representative)"
-        lines.append(f"  timing: reference {t.reference.per_call:.4f} ms, candidate {t.candidate.per_call:.4f} ms, "
+        lines.append(f"  timing: reference {t.reference.median_ms:.4f} ms, candidate {t.candidate.median_ms:.4f} ms, "
                      f"speedup {t.speedup:.2f}x{note}")
         if t.compiled_reference:
-            lines.append(f"  torch.compile reference {t.compiled_reference.per_call:.4f} ms, "
+            lines.append(f"  torch.compile reference {t.compiled_reference.median_ms:.4f} ms, "
                          f"speedup vs compile {t.speedup_vs_compiled:.2f}x")
     for flag in result.flags:
         where = f" (line {flag.line})" if flag.line else ""
