@@ -1,7 +1,9 @@
 """#15, session 52: L3/26 ShuffleNet's eager reference and the kernel-fusion candidate its first run kept
 (attempt 5 of call 1, shufflenet_kernel_fusion.py), timed together by timing.time_cuda, three times over in
 alternating order: events' median, min and max, the host's issue time, and the time per call; then the GPU
-test of a host-bound function. Run from the checkout's root on the GPU machine (push_run.sh's DEV)."""
+test of a host-bound function. Run from the checkout's root on the GPU machine (push_run.sh's DEV), at bcec698
+(call 2), b041b6a (call 3) and a7c69fe (call 4): it reads time_cuda's host_ms and per_call_ms, which 5ff0a4e took
+back (NOTES.md says why), so it runs only at those commits."""
 
 import importlib.util
 import subprocess
