@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-33`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-33`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-33`); the default is the scorer's choice
-(`learned-33`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-34`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-34`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-34`); the default is the scorer's choice
+(`learned-34`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -169,6 +169,9 @@ run). learned-32 takes back the part of learned-31's wider alias that named a co
 latency of the write conflict", seen in heldout36's run; eval/ingest/runs/learned32-session51.md). learned-33 reads
 the same rules over documents whose Markdown headings are HTML (<h1>...<h6>; loaders.clean_markdown): such a page
 now has its title and its sections (heldout37's downsampler page had neither), so what it says is read again.
+learned-34 reads a troubleshooting list's nested "Solution: ..." item as a remedy for what the item above it names
+("2. **Kernel Launch Overhead**:" over "- Solution: Kernel fusion or persistent kernels", heldout37's profiling
+chapter; passages.remedied_item; eval/ingest/runs/learned34-session52.md).
 """
 
 from __future__ import annotations
@@ -180,7 +183,7 @@ from .claims import Claim, Span, merge_claims
 from .explained import explained, explaining
 from .linking import EntityLinker, PassageLinks
 from .loaders import Document
-from .passages import Passage, in_item, is_statement, item_label, passages
+from .passages import Passage, in_item, is_statement, item_label, passages, remedied_item
 from .proposals import ProposalFinder
 from .requirements import gate_claims, requirement_claims
 from .relations import PURPOSE, ClaimRules, SentenceView, heading_gains
@@ -197,7 +200,7 @@ MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
 # Every change to the rules changes what each of the four reads, so they share one round number (since learned-30).
-ROUND = 33
+ROUND = 34
 VERSION = f"precision-{ROUND}"  # the learned extractor and the precision model (precision.py)
 LEARNED_VERSION = f"learned-{ROUND}"  # the scorer's choice, the default
 SENSE_VERSION = f"sense-{ROUND}"  # the learned extractor and the sense check (sense.py)
@@ -391,10 +394,14 @@ class RuleExtractor:
             item = in_item(doc.text, sentence.start)
             row = table_row(doc.text, doc.raw, sentence.start)
             header = row.headers if row is not None and reads_whole(row, sentence.text) else ()
-            if is_statement(sentence.text) or measured_subjects(sentence.text, header, named):
-                label = item_label(doc.text, sentence.start)
+            label = item_label(doc.text, sentence.start) if item else ""
+            # learned-34: a nested "Solution: ..." item remedies what the item above it names, as a technique's
+            # section under a bottleneck's would: that item's label is its nearest heading
+            parent = remedied_item(doc.text, sentence.start) if item else ""
+            if is_statement(sentence.text) or measured_subjects(sentence.text, header, named) or parent:
                 yield SentenceView(sentence.text, Span(sentence.text, doc.location(sentence.start)), named,
-                                   headings, previous, about, heading_text,
+                                   [self.linker.mentions(parent), *headings] if parent else headings, previous, about,
+                                   f"{heading_text} > {parent}" if parent else heading_text,
                                    self.linker.mentions(label) if label else [], lead if item else "",
                                    header), sentence.start
             previous = named

@@ -136,3 +136,38 @@ def item_label(text: str, at: int) -> str:
     line = text.rfind("\n", 0, at) + 1
     found = ITEM_LABEL.match(text, line)
     return found.group(1) if found and found.end() <= at else ""
+
+
+# A nested item's label that names what the item is to the item above it: its remedy ("1. **Warp Divergence**:" and
+# under it "- Symptoms: ..." and "- Solution: Reorganize algorithms ..."; heldout37's profiling chapter).
+REMEDY_FIELD = re.compile(r"(?:suggested |possible )?(?:solutions?|fix(?:es)?|remed(?:y|ies)|mitigations?|workarounds?)",
+                          re.I)
+
+
+def remedied_item(text: str, at: int) -> str:
+    """Where the list item whose line holds position `at` is labelled as a remedy ("- Solution: ..."), the label of
+    the item that holds it one level up (what it remedies), else ""."""
+    line = text.rfind("\n", 0, at) + 1
+    field = ITEM_LABEL.match(text, line)
+    return _parent_label(text, line) if field and REMEDY_FIELD.fullmatch(field.group(1).strip()) else ""
+
+
+def _parent_label(text: str, line: int) -> str:
+    """The label of the nearest line above `line` that opens an item at a smaller indent, within the same list."""
+    indent = _indent(text, line)
+    while line > 0:
+        line = text.rfind("\n", 0, line - 1) + 1
+        body = text[line:text.find("\n", line) if "\n" in text[line:] else len(text)]
+        if not body.strip():
+            continue
+        if _indent(text, line) < indent:
+            found = ITEM_LABEL.match(text, line) if ITEM_MARK.match(text, line) else None
+            return found.group(1) if found else ""
+        if not ITEM_MARK.match(text, line) and _indent(text, line) == 0:
+            return ""
+    return ""
+
+
+def _indent(text: str, line: int) -> int:
+    rest = text[line:text.find("\n", line) if text.find("\n", line) >= 0 else len(text)]
+    return len(rest) - len(rest.lstrip(" \t"))

@@ -154,10 +154,10 @@ def test_sentences_respect_abbreviations_and_decimals(tmp_path):
 
 
 def test_the_default_extractor_is_the_learned_scorer_and_the_precision_model_is_opt_in(extractor, tmp_path):
-    """learned-33 by default; precision-33 when asked for, dropping what its model finds unstated."""
+    """learned-34 by default; precision-34 when asked for, dropping what its model finds unstated."""
     linker = extractor.linker
     default, with_model = RuleExtractor(linker), RuleExtractor(linker, RuleSettings(precision=True))
-    assert (default.version, with_model.version) == ("learned-33", "precision-33")
+    assert (default.version, with_model.version) == ("learned-34", "precision-34")
     doc = tmp_path / "doc.md"
     doc.write_text("# Memory bandwidth\n\nKernel fusion removes the intermediate writes that make a chain of "
                    "pointwise kernels memory-bound.\n\nSee the fusion section, `fuse=True`, kernel fusion, tiling.\n")
@@ -172,7 +172,7 @@ def test_the_sense_check_is_opt_in(extractor):
     """sense-8 when asked for; without an embedding model it keeps every claim (nothing to compare by meaning)."""
     linker = extractor.linker
     checked = RuleExtractor(linker, RuleSettings(sense=True))
-    assert checked.version == "sense-33" and RuleExtractor(linker).sense is None
+    assert checked.version == "sense-34" and RuleExtractor(linker).sense is None
     claim = Claim(EntityRef("Technique", "software_pipelining"), "SUPPORTS", None, 0.7,
                   Span("The graphics pipeline has many stages.", "offset 0"), "rules")
     assert checked.sense.filter([claim], linker) == [claim]
@@ -419,3 +419,17 @@ def test_learned22_a_timing_tables_last_row_gives_the_titles_system_the_baseline
     path.write_text(TIMED)
     gains = {(c.subject.name, c.gain) for c in extractor.extract(load_document(path)) if c.relation == "GAIN"}
     assert gains == {("QuickAttn", 2.0)}
+
+
+def test_learned34_a_nested_solution_item_remedies_what_the_item_above_it_names(extractor, tmp_path):
+    """A troubleshooting list (heldout37's profiling chapter): "2. **Kernel Launch Overhead**:" and under it
+    "- Solution: Kernel fusion or persistent kernels". The solution's techniques address the item's bottleneck; a
+    symptom names no remedy, nor does a solution item at the top level, with nothing above it."""
+    text = ("### Execution-Related Issues\n\n1. **Warp Divergence**:\n   - Symptoms: Low warp execution efficiency\n\n"
+            "2. **Kernel Launch Overhead**:\n   - Symptoms: Many small, short-duration kernels\n"
+            "   - Solution: Kernel fusion or persistent kernels\n")
+    found = triples(extractor, tmp_path, text)
+    assert {("launch_overhead", "ADDRESSED_BY", "kernel_fusion"),
+            ("launch_overhead", "ADDRESSED_BY", "persistent_kernel")} <= found
+    assert not any(t[1] == "ADDRESSED_BY" and t[0] == "warp_divergence" for t in found)
+    assert not any(t[1] == "ADDRESSED_BY" for t in triples(extractor, tmp_path, "- Solution: Kernel fusion or persistent kernels\n"))
