@@ -51,6 +51,9 @@ timing, correctness, dynamic_checks, protocol, profiling = _reviewer_modules()
 EAGER = "eager"
 KSKILL = "kskill"
 CONTEXT_LOST = 3  # exit status: a contender left the CUDA context unusable
+# The caching allocator's counts that change while the contenders are timed, if anything reaches the driver: device
+# allocations and frees synchronise, and would make a contender's time depend on what ran before it (push-s52).
+ALLOCATOR_COUNTS = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams")
 
 
 class ContextLost(Exception):
@@ -234,15 +237,19 @@ class Bench:
             args = correctness.clone_tree(shared) if self.mutates_inputs else shared
             fns[name] = (lambda n=name, m=model, a=args: self.call(n, m, a))
         settings = self.job["timing"]
+        allocator: dict[str, int] = {}
         if self.device.type == "cuda":
+            before = torch.cuda.memory_stats()
             raw = timing.time_cuda(fns, warmup_ms=settings["warmup_ms"], rep_ms=settings["rep_ms"],
                                    min_reps=settings["min_reps"], max_reps=settings["max_reps"])
+            after = torch.cuda.memory_stats()
+            allocator = {k: after.get(k, 0) - before.get(k, 0) for k in ALLOCATOR_COUNTS}
         else:
             raw = timing.time_cpu(fns, reps=settings["cpu_reps"])
         self.result.data["timing"] = {"stats": raw["stats"], "l2_flush_bytes": raw["l2_flush_bytes"],
                                       "warmup_reps": raw["warmup_reps"], "representative": self.device.type == "cuda",
                                       "method": "cuda_events" if self.device.type == "cuda" else "perf_counter",
-                                      "inputs_cloned_per_contender": self.mutates_inputs}
+                                      "inputs_cloned_per_contender": self.mutates_inputs, "allocator": allocator}
 
     def kernels(self, slower_than: float = 0.9, top: int = 5) -> None:
         """Where kskill's module is below `slower_than` of a torch.compile mode's speed, one profiled

@@ -38,6 +38,7 @@ def test_eager_every_compile_mode_and_a_triton_module_timed_together_with_cuda_e
     timing = result["timing"]
     assert timing["representative"] and timing["method"] == "cuda_events"
     assert timing["l2_flush_bytes"] == L2_FLUSH_BYTES
+    assert set(timing["allocator"]) == {"num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams"}
     assert set(timing["stats"]) == names and all(s["n"] >= 30 for s in timing["stats"].values())
     # ReLU over 64 MB is memory-bound: every contender within a factor of 3 of eager
     eager = timing["stats"]["eager"]["median_ms"]
