@@ -247,7 +247,8 @@ def compose_row(problem: SuiteProblem, settings: EvalSettings, summary: dict[str
     # Below 0.9x of a torch.compile mode: the kernels of one call of each (baseline_worker.Bench.kernels).
     row["kernels"], row["kernels_error"] = baseline.get("kernels") or {}, baseline.get("kernels_error", "")
     row.update(timings_representative=bool(timing.get("representative")), l2_flush_bytes=timing.get("l2_flush_bytes"),
-               timing_allocator=timing.get("allocator") or {}, gpu=versions.get("device_name"), torch=versions.get("torch"), triton=versions.get("triton"))
+               timing_allocator=timing.get("allocator") or {},
+               gpu=versions.get("device_name"), torch=versions.get("torch"), triton=versions.get("triton"))
     row.update(_status_fields(optimize_error, baseline))
     return row
 

@@ -154,20 +154,24 @@ def remedied_item(text: str, at: int) -> str:
 
 def _parent_label(text: str, line: int) -> str:
     """The label of the nearest line above `line` that opens an item at a smaller indent, within the same list."""
-    indent = _indent(text, line)
+    indent = _indent(_line(text, line))
     while line > 0:
         line = text.rfind("\n", 0, line - 1) + 1
-        body = text[line:text.find("\n", line) if "\n" in text[line:] else len(text)]
+        body = _line(text, line)
         if not body.strip():
             continue
-        if _indent(text, line) < indent:
+        if _indent(body) < indent:
             found = ITEM_LABEL.match(text, line) if ITEM_MARK.match(text, line) else None
             return found.group(1) if found else ""
-        if not ITEM_MARK.match(text, line) and _indent(text, line) == 0:
+        if not ITEM_MARK.match(text, line) and _indent(body) == 0:
             return ""
     return ""
 
 
-def _indent(text: str, line: int) -> int:
-    rest = text[line:text.find("\n", line) if text.find("\n", line) >= 0 else len(text)]
-    return len(rest) - len(rest.lstrip(" \t"))
+def _line(text: str, start: int) -> str:
+    end = text.find("\n", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))

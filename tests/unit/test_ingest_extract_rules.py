@@ -432,4 +432,5 @@ def test_learned34_a_nested_solution_item_remedies_what_the_item_above_it_names(
     assert {("launch_overhead", "ADDRESSED_BY", "kernel_fusion"),
             ("launch_overhead", "ADDRESSED_BY", "persistent_kernel")} <= found
     assert not any(t[1] == "ADDRESSED_BY" and t[0] == "warp_divergence" for t in found)
-    assert not any(t[1] == "ADDRESSED_BY" for t in triples(extractor, tmp_path, "- Solution: Kernel fusion or persistent kernels\n"))
+    top_level = "- Solution: Kernel fusion or persistent kernels\n"
+    assert not any(t[1] == "ADDRESSED_BY" for t in triples(extractor, tmp_path, top_level))
