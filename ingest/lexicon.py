@@ -114,7 +114,13 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "uncoalesced_access": (r"uncoalesced", r"non[- ]coalesced", r"strided (?:access|load)", r"non-optimal global memory access",
                            r"misaligned (?:access|load)", r"scattered (?:access|address)"),
     "excess_dram_traffic": (r"(?:redundant|extra|excess) (?:dram |global memory |hbm )?(?:traffic|loads|reads)",
-                            r"memory traffic"),
+                            r"memory traffic",
+                            # learned-35: the same said of global memory's accesses: their redundancy, or fewer of them
+                            # ("High global memory access redundancy", "significantly reduce global memory accesses";
+                            # heldout37's convolution chapter)
+                            r"(?:dram|global memory|hbm) access(?:es)? redundan\w*",
+                            r"(?:reduc\w+|fewer|minimi[sz]\w+) (?:the (?:number of )?)?(?:dram|global memory|hbm) "
+                            r"(?:accesses|loads|reads|transactions)"),
     "tensor_core_unused": (r"tensor cores? (?:are |is )?(?:idle|unused)", r"without tensor cores",
                            r"(?:underutili[sz]\w*|under-utili[sz]\w*|idle) tensor cores",
                            r"tensor cores? (?:\w+ ){0,2}(?:underutili[sz]ed|under-utili[sz]ed)",
@@ -224,7 +230,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
                              # (not "fast, block-local storage", an adjective of shared memory)
                              r"block local storage", r"block_local\(",
                              # learned-19: the tile of a thread block, staged in shared memory ("2D block tiling")
-                             r"(?:[12]d )?(?:thread ?)?block ?tiling"),
+                             r"(?:[12]d )?(?:thread ?)?block ?tiling",
+                             # learned-35: the technique by what it does, data loaded into shared memory and reused there
+                             # ("loading input data into shared memory once and reusing it", "then reused multiple times
+                             # from shared memory"; heldout37's convolution chapter)
+                             r"load\w* (?:\w+ ){0,3}(?:in|into) " + SHARED_MEMORY + r" (?:\w+ ){0,2}and re-?us\w+",
+                             r"re-?used? (?:\w+ ){0,3}from " + SHARED_MEMORY),
     "split_k": (r"split[- ]?k\b", r"parallelism along (?:the )?k\b", r"parallel reduction over k", r"splitting (?:the )?k\b",
                 # learned-19: the decoding form, split along the keys and values ("Split along the KV sequence length to
                 # occupy the GPU", "split the K/V sequence and reduce partial outputs", "split the kv_ctx dimension")
