@@ -13,10 +13,10 @@ fitted on the tune documents (scorer.py) says it is likely: leave-one-document-o
 scorer finds more in those weak candidates than the bars do, while it judges the rules' own claims no
 better than the bars (eval/ingest_train.py). Claims below the minimum confidence are dropped. Last, the
 precision model (precision.py), fitted on sentences a person judged, can drop a kept claim whose sentence
-it finds unlikely to state it (`precision-35`; off by default, see RuleSettings), and the sense check (sense.py)
-one whose sentence seems to use its node's name in another sense (`sense-35`; off by default); the rest are merged per
-triple. Without the scorer's weights the rules decide alone (`rules-35`); the default is the scorer's choice
-(`learned-35`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
+it finds unlikely to state it (`precision-36`; off by default, see RuleSettings), and the sense check (sense.py)
+one whose sentence seems to use its node's name in another sense (`sense-36`; off by default); the rest are merged per
+triple. Without the scorer's weights the rules decide alone (`rules-36`); the default is the scorer's choice
+(`learned-36`). Before any of that, a claim whose sentence does not state it is dropped (unstated.py: a pointer,
 code, a configuration field, a name met in passing or in another sense, a figure of merit, a remedy whose technique
 only the document's title names, evidence for a protocol step where nothing is measured), and so is a claim on an
 existing node whose sentence is far by meaning from that node's text (FAR): on documents nobody had tuned on (heldout6),
@@ -174,6 +174,8 @@ learned-34 reads a troubleshooting list's nested "Solution: ..." item as a remed
 chapter; passages.remedied_item; eval/ingest/runs/learned34-session52.md). learned-35 names excess DRAM traffic in
 fewer or redundant global memory accesses ("reduce global memory accesses", "global memory access redundancy") and
 shared-memory tiling in data loaded into shared memory and reused there (lexicon; eval/ingest/runs/learned35-session52.md).
+learned-36 reads a renderer's rasterization (coarse and fine stages, a software rasterizer) as another sense of
+software pipelining and of a GEMM's tile order (lexicon.OTHER_SENSES; eval/ingest/runs/learned36-session52.md).
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ MIN_CONFIDENCE = 0.5
 # Changing how claims are read changes this: files read by another version are read again, and
 # what the old version said about them is taken back.
 # Every change to the rules changes what each of the four reads, so they share one round number (since learned-30).
-ROUND = 35
+ROUND = 36
 VERSION = f"precision-{ROUND}"  # the learned extractor and the precision model (precision.py)
 LEARNED_VERSION = f"learned-{ROUND}"  # the scorer's choice, the default
 SENSE_VERSION = f"sense-{ROUND}"  # the learned extractor and the sense check (sense.py)

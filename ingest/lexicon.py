@@ -454,6 +454,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 # node id -> words in a sentence or its headings that mean another sense of the node's names: "pipeline
 # parallelism" is no software pipelining, "collective synchronization overheads" across GPUs no barrier stall.
+# A renderer's rasterization: its coarse and fine stages, a software or hardware rasterizer, triangles and paths.
+GRAPHICS_RASTER = r"(?:coarse|fine|software|hardware|triangle|path|vector|conservative) rasteri[sz]\w*|rasteri[sz]ers?\b"
 OTHER_SENSES: dict[str, re.Pattern[str]] = {node_id: re.compile(pattern, re.I) for node_id, pattern in {
     "software_pipelining": r"pipeline[- ]parallel|pipeline bubbles?|\bpipeline (?:and scheduler )?class|specific pipeline|"
                            r"pipeline polic|"
@@ -470,7 +472,12 @@ OTHER_SENSES: dict[str, re.Pattern[str]] = {node_id: re.compile(pattern, re.I) f
                            # ("Use a more efficient data loader, such as a prefetch loader"), streams overlapping
                            # kernels with copies ("Streams are used to overlap computation and data transfer"), and
                            # Pallas's scalar prefetch of grid indices: none is a kernel's loads staged ahead of compute
-                           r"data ?loaders?|prefetch loaders?|input pipelines?|scalar prefetch|\bstreams?\b[^.]{0,40}\boverlap",
+                           r"data ?loaders?|prefetch loaders?|input pipelines?|scalar prefetch|\bstreams?\b[^.]{0,40}\boverlap|"
+                           # learned-36: a renderer's pipeline, whose stages rasterize ("Most of the pipeline stages are
+                           # reasonably fast, but the fine rasterization stage is disproportionately slow"; heldout38)
+                           + GRAPHICS_RASTER,
+    # learned-36: and its rasterization is no order of a GEMM's tiles
+    "grouped_tile_rasterization": GRAPHICS_RASTER,
     "memory_bandwidth": r"\bhost\b|\bpcie\b|\bsdma\b|memory (?:capacity|footprint)|memory consumption",
     "launch_overhead": r"first (?:launch|call|run)\b",
     "barrier_stall": r"collective|all-?reduce|tensor parallel|across (?:gpus|nodes|ranks)",
