@@ -128,13 +128,12 @@ ITEM_LABEL = re.compile(ITEM_MARK.pattern + r"(?:\*\*)?([^:.*\n]{2,60}?)[ \t]*(?
 def in_item(text: str, at: int) -> bool:
     """Whether position `at` of the document is on a line that opens a list item ("1. Run a few warmup iterations
     ... for statistical significance")."""
-    return ITEM_MARK.match(text, text.rfind("\n", 0, at) + 1) is not None
+    return ITEM_MARK.match(text, _line_start(text, at)) is not None
 
 
 def item_label(text: str, at: int) -> str:
     """The label of the list item whose line holds position `at` of the document, or ""."""
-    line = text.rfind("\n", 0, at) + 1
-    found = ITEM_LABEL.match(text, line)
+    found = ITEM_LABEL.match(text, _line_start(text, at))
     return found.group(1) if found and found.end() <= at else ""
 
 
@@ -147,7 +146,7 @@ REMEDY_FIELD = re.compile(r"(?:suggested |possible )?(?:solutions?|fix(?:es)?|re
 def remedied_item(text: str, at: int) -> str:
     """Where the list item whose line holds position `at` is labelled as a remedy ("- Solution: ..."), the label of
     the item that holds it one level up (what it remedies), else ""."""
-    line = text.rfind("\n", 0, at) + 1
+    line = _line_start(text, at)
     field = ITEM_LABEL.match(text, line)
     return _parent_label(text, line) if field and REMEDY_FIELD.fullmatch(field.group(1).strip()) else ""
 
@@ -156,16 +155,20 @@ def _parent_label(text: str, line: int) -> str:
     """The label of the nearest line above `line` that opens an item at a smaller indent, within the same list."""
     indent = _indent(_line(text, line))
     while line > 0:
-        line = text.rfind("\n", 0, line - 1) + 1
+        line = _line_start(text, line - 1)
         body = _line(text, line)
         if not body.strip():
             continue
         if _indent(body) < indent:
-            found = ITEM_LABEL.match(text, line) if ITEM_MARK.match(text, line) else None
+            found = ITEM_LABEL.match(text, line)  # an item's line (ITEM_LABEL opens with ITEM_MARK), labelled
             return found.group(1) if found else ""
         if not ITEM_MARK.match(text, line) and _indent(body) == 0:
             return ""
     return ""
+
+
+def _line_start(text: str, at: int) -> int:
+    return text.rfind("\n", 0, at) + 1
 
 
 def _line(text: str, start: int) -> str:
